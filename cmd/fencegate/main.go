@@ -1,0 +1,59 @@
+// Command fencegate is the one fencegate binary. Its subcommands run the
+// per-cluster side (agent, admission webhook and controller), the reference
+// fence authority, the operator's fence tools and the offline policy
+// evaluator.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencegate/fencegate/internal/envflag"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCommand()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "fencegate:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCodeError carries a process exit code other than 1 through cobra.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e := (*exitCodeError)(nil); errors.As(err, &e) {
+		return e.code
+	}
+	return 1
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fencegate",
+		Short:         "Keep two Kubernetes clusters from both writing the same Components",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return envflag.Apply(cmd.Flags(), os.LookupEnv)
+		},
+	}
+	root.AddCommand(newVersionCommand())
+	envflag.Document(root)
+	return root
+}
