@@ -44,6 +44,7 @@ func exitCode(err error) int {
 }
 
 func newRootCommand() *cobra.Command {
+	logs := &logOptions{}
 	root := &cobra.Command{
 		Use:           "fencegate",
 		Short:         "Keep two Kubernetes clusters from both writing the same Components",
@@ -53,6 +54,7 @@ func newRootCommand() *cobra.Command {
 			return envflag.Apply(cmd.Flags(), os.LookupEnv)
 		},
 	}
+	logs.addFlags(root)
 	root.AddCommand(newVersionCommand())
 	envflag.Document(root)
 	return root

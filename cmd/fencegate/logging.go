@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// logOptions are the root command's logging flags, shared by every
+// subcommand.
+type logOptions struct {
+	level  string
+	format string
+}
+
+func (o *logOptions) addFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&o.level, "log-level", "info", "log level: debug, info or error")
+	cmd.PersistentFlags().StringVar(&o.format, "log-format", "json", "log format: json or console")
+}
+
+// logger builds the structured logger that every component logs through.
+func (o *logOptions) logger(cmd *cobra.Command) (logr.Logger, error) {
+	var level zapcore.Level
+	switch o.level {
+	case "debug":
+		level = zapcore.DebugLevel
+	case "info":
+		level = zapcore.InfoLevel
+	case "error":
+		level = zapcore.ErrorLevel
+	default:
+		return logr.Discard(), fmt.Errorf("--log-level %q: want debug, info or error", o.level)
+	}
+	var development bool
+	switch o.format {
+	case "json":
+	case "console":
+		development = true
+	default:
+		return logr.Discard(), fmt.Errorf("--log-format %q: want json or console", o.format)
+	}
+	return zap.New(
+		zap.WriteTo(cmd.ErrOrStderr()),
+		zap.Level(level),
+		zap.UseDevMode(development),
+		zap.StacktraceLevel(zapcore.PanicLevel),
+	), nil
+}

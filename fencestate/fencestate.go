@@ -1,0 +1,77 @@
+// Package fencestate defines data.fence: the fence state that the agent
+// writes into the policy engine's store and that policies, the webhook and the
+// controller read. It is the one vocabulary the agent and the engine share,
+// so neither imports the other.
+package fencestate
+
+import "context"
+
+// Status is this cluster's standing with the fence authority.
+type Status string
+
+// The values of data.fence.status.
+const (
+	// Active: this cluster holds the fence and its lease is valid.
+	Active Status = "active"
+	// Fenced: another cluster holds the fence, or a takeover by a higher
+	// epoch is pending.
+	Fenced Status = "fenced"
+	// EpochRegressed: this cluster once declared a higher epoch than it does
+	// now (a restored or misconfigured cluster).
+	EpochRegressed Status = "epoch_regressed"
+	// Acquiring: this cluster's takeover is accepted; the previous holder's
+	// lease has not ended yet.
+	Acquiring Status = "acquiring"
+	// Unknown: no answer yet, the lease expired without renewal, or an
+	// unexpected error.
+	Unknown Status = "unknown"
+	// Unsupported: the authority does not implement the fence protocol.
+	Unsupported Status = "unsupported"
+)
+
+// Cluster identifies a cluster and the epoch it declares.
+type Cluster struct {
+	// Name is the cluster's name, a DNS label.
+	Name string `json:"name"`
+	// UID is the UID of the cluster's kube-system Namespace.
+	UID string `json:"uid"`
+	// Epoch is the epoch the cluster declares (this cluster) or last
+	// declared (the holder).
+	Epoch uint64 `json:"epoch"`
+}
+
+// State is the JSON document stored at data.fence.
+type State struct {
+	// Status is this cluster's standing.
+	Status Status `json:"status"`
+	// Domain names the fence.
+	Domain string `json:"domain"`
+	// Cluster is this cluster.
+	Cluster Cluster `json:"cluster"`
+	// Holder is the cluster holding the fence as last reported by the
+	// authority; empty when not known.
+	Holder Cluster `json:"holder"`
+	// Token is the holder's fencing token; it grows each time the fence
+	// changes hands.
+	Token uint64 `json:"token"`
+	// ValidUntilNS is when (Unix nanoseconds) an active status stops being
+	// valid unless renewed; 0 unless active.
+	ValidUntilNS int64 `json:"valid_until_ns"`
+	// LastSuccessNS is when (Unix nanoseconds) the last declaration that got
+	// an answer from the authority was sent; 0 if none did.
+	LastSuccessNS int64 `json:"last_success_ns"`
+	// Reason is a machine-readable reason for the status: the authority's
+	// ErrorInfo reason, or one of the agent's (e.g. LEASE_EXPIRED).
+	Reason string `json:"reason"`
+	// Message explains the status to a person.
+	Message string `json:"message"`
+}
+
+// Holds reports whether this cluster holds the fence.
+func (s State) Holds() bool { return s.Status == Active }
+
+// Writer stores the fence state where policies read it. The policy engine
+// implements it with a write transaction on its OPA store.
+type Writer interface {
+	WriteFence(ctx context.Context, state State) error
+}

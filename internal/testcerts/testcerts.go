@@ -1,0 +1,137 @@
+// Package testcerts makes throwaway certificate authorities and certificates
+// for tests of TLS and mTLS endpoints.
+package testcerts
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CA is a certificate authority that signs test certificates.
+type CA struct {
+	// CertPEM is the CA certificate, for trust bundles (caBundle, --client-ca).
+	CertPEM []byte
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+}
+
+// Pair is a signed certificate and its private key, PEM encoded.
+type Pair struct {
+	CertPEM, KeyPEM []byte
+}
+
+// NewCA makes a CA valid for a day.
+func NewCA(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Minute),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("self-sign CA: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA: %w", err)
+	}
+	return &CA{CertPEM: pemBlock("CERTIFICATE", der), cert: cert, key: key}, nil
+}
+
+// Server signs a serving certificate for the given DNS names and IP
+// addresses (e.g. "localhost", "127.0.0.1").
+func (ca *CA) Server(hosts ...string) (Pair, error) {
+	tmpl := ca.template(hosts[0], x509.ExtKeyUsageServerAuth)
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return ca.sign(tmpl)
+}
+
+// Client signs a client certificate with the given common name.
+func (ca *CA) Client(commonName string) (Pair, error) {
+	return ca.sign(ca.template(commonName, x509.ExtKeyUsageClientAuth))
+}
+
+func (ca *CA) template(commonName string, usage x509.ExtKeyUsage) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+}
+
+func (ca *CA) sign(tmpl *x509.Certificate) (Pair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Pair{}, fmt.Errorf("generate key: %w", err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return Pair{}, fmt.Errorf("sign certificate for %s: %w", tmpl.Subject.CommonName, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return Pair{}, fmt.Errorf("encode key: %w", err)
+	}
+	return Pair{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("EC PRIVATE KEY", keyDER)}, nil
+}
+
+// WriteFiles writes the pair as dir/name.crt and dir/name.key and returns
+// their paths.
+func (p Pair) WriteFiles(dir, name string) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certFile, p.CertPEM, 0o600); err != nil {
+		return "", "", fmt.Errorf("write certificate: %w", err)
+	}
+	if err := os.WriteFile(keyFile, p.KeyPEM, 0o600); err != nil {
+		return "", "", fmt.Errorf("write key: %w", err)
+	}
+	return certFile, keyFile, nil
+}
+
+// WriteCA writes the CA certificate as dir/name.crt and returns its path.
+func (ca *CA) WriteCA(dir, name string) (string, error) {
+	file := filepath.Join(dir, name+".crt")
+	if err := os.WriteFile(file, ca.CertPEM, 0o600); err != nil {
+		return "", fmt.Errorf("write CA certificate: %w", err)
+	}
+	return file, nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		panic(fmt.Sprintf("read random serial: %v", err))
+	}
+	return n
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
