@@ -1,4 +1,7 @@
-// Package controller holds the Component reconciler, which writes each
-// Component's fence conditions as the policies decide them and re-checks every
-// Component when the fence changes.
+// Package controller holds the Component reconciler. For each Component it
+// asks the policies (data.fencegate.reconcile.decision) whether this cluster
+// must hold off, derives the fence conditions from that answer as a pure
+// value (Desired), and writes them to the Component's status only when they
+// differ. Every fence transition re-enqueues every Component, so the whole
+// cluster is re-marked without waiting for a resync.
 package controller

@@ -1,0 +1,239 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/test/cluster"
+)
+
+// switchablePolicy answers like the shipped policies would for a given fence
+// state and lets the test change that state.
+type switchablePolicy struct {
+	mu    sync.Mutex
+	state fencestate.State
+}
+
+func (p *switchablePolicy) set(s fencestate.State) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state = s
+}
+
+func (p *switchablePolicy) Fence() (fencestate.State, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state, true
+}
+
+func (p *switchablePolicy) Reconcile(context.Context, map[string]any) (engine.ReconcileDecision, error) {
+	s, _ := p.Fence()
+	if s.Status == fencestate.Active {
+		return engine.ReconcileDecision{Reason: fencegatev1alpha1.ReasonFenceHeld, Message: "this cluster holds the fence"}, nil
+	}
+	return engine.ReconcileDecision{Hold: true, Reason: fencegatev1alpha1.ReasonClusterFenced, Message: fmt.Sprintf("%s holds the fence", s.Holder.Name)}, nil
+}
+
+var (
+	active = fencestate.State{Status: fencestate.Active, Cluster: fencestate.Cluster{Name: "east", Epoch: 7}, Holder: fencestate.Cluster{Name: "east", Epoch: 7}, Token: 10}
+	fenced = fencestate.State{Status: fencestate.Fenced, Cluster: fencestate.Cluster{Name: "east", Epoch: 7}, Holder: fencestate.Cluster{Name: "west", Epoch: 8}, Token: 11}
+)
+
+type harness struct {
+	cp       *cluster.ControlPlane
+	policy   *switchablePolicy
+	changes  chan struct{}
+	registry *prometheus.Registry
+}
+
+func start(t *testing.T, initial fencestate.State) *harness {
+	t.Helper()
+	h := &harness{
+		cp:       cluster.StartForTest(t, cluster.Options{Name: "controller"}),
+		policy:   &switchablePolicy{state: initial},
+		changes:  make(chan struct{}, 1),
+		registry: prometheus.NewRegistry(),
+	}
+	mgr, err := ctrl.NewManager(h.cp.Config, ctrl.Options{
+		Scheme:                 h.cp.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.SetupWithManager(mgr, controller.Options{
+		Policy: h.policy, FenceChanges: h.changes, Registerer: h.registry,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return h
+}
+
+// transition changes the fence and signals it, as the agent does.
+func (h *harness) transition(s fencestate.State) {
+	h.policy.set(s)
+	select {
+	case h.changes <- struct{}{}:
+	default:
+	}
+}
+
+func (h *harness) createComponents(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	for i := range n {
+		comp := &fencegatev1alpha1.Component{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("comp-%03d", i), Namespace: "default"},
+			Spec:       fencegatev1alpha1.ComponentSpec{Enabled: true, Chart: fencegatev1alpha1.ChartRef{Name: "app", Version: "1.0.0"}},
+		}
+		if err := h.cp.Client.Create(ctx, comp); err != nil {
+			t.Fatalf("create %s: %v", comp.Name, err)
+		}
+	}
+}
+
+// waitAll waits until every Component satisfies ok.
+func (h *harness) waitAll(t *testing.T, ctx context.Context, what string, ok func(*fencegatev1alpha1.Component) bool) *fencegatev1alpha1.ComponentList {
+	t.Helper()
+	var list fencegatev1alpha1.ComponentList
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := h.cp.Client.List(ctx, &list); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			if !ok(&list.Items[i]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting until every component is %s: %v", what, err)
+	}
+	return &list
+}
+
+func sourceConflict(c *fencegatev1alpha1.Component) *metav1.Condition {
+	return meta.FindStatusCondition(c.Status.Conditions, fencegatev1alpha1.ConditionSourceConflict)
+}
+
+func isHeld(c *fencegatev1alpha1.Component) bool {
+	sc := sourceConflict(c)
+	stalled := meta.FindStatusCondition(c.Status.Conditions, fencegatev1alpha1.ConditionStalled)
+	return sc != nil && sc.Status == metav1.ConditionTrue && sc.Reason == fencegatev1alpha1.ReasonClusterFenced &&
+		meta.IsStatusConditionFalse(c.Status.Conditions, fencegatev1alpha1.ConditionReady) &&
+		stalled != nil && stalled.Status == metav1.ConditionTrue &&
+		c.Status.Fence != nil && c.Status.Fence.State == "fenced" && c.Status.Fence.Holder == "west@8" &&
+		c.Status.ObservedGeneration == c.Generation
+}
+
+func isFree(c *fencegatev1alpha1.Component) bool {
+	sc := sourceConflict(c)
+	return sc != nil && sc.Status == metav1.ConditionFalse && sc.Reason == fencegatev1alpha1.ReasonFenceHeld &&
+		meta.FindStatusCondition(c.Status.Conditions, fencegatev1alpha1.ConditionStalled) == nil &&
+		meta.FindStatusCondition(c.Status.Conditions, fencegatev1alpha1.ConditionReady) == nil &&
+		c.Status.Fence != nil && c.Status.Fence.State == "active" && c.Status.Fence.Holder == "east@7" &&
+		c.Status.ObservedGeneration == c.Generation
+}
+
+func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h := start(t, fenced)
+	const n = 25
+	h.createComponents(t, ctx, n)
+
+	list := h.waitAll(t, ctx, "held", isHeld)
+	if got := gauge(t, h.registry, "fencegate_components_held"); got != n {
+		t.Errorf("fencegate_components_held = %v, want %d", got, n)
+	}
+
+	t.Run("no writes while nothing changes", func(t *testing.T) {
+		versions := map[string]string{}
+		for _, c := range list.Items {
+			versions[c.Name] = c.ResourceVersion
+		}
+		// Each signal re-enqueues every Component; wait until all of those
+		// reconciles ran, then check that none of them wrote.
+		before := reconciles(t, h.registry)
+		for range 3 {
+			h.transition(fenced)
+			waitReconciles(t, ctx, h.registry, before+n)
+			before = reconciles(t, h.registry)
+		}
+		var after fencegatev1alpha1.ComponentList
+		if err := h.cp.Client.List(ctx, &after); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range after.Items {
+			if c.ResourceVersion != versions[c.Name] {
+				t.Errorf("%s was written (resourceVersion %s → %s) although the fence did not change", c.Name, versions[c.Name], c.ResourceVersion)
+			}
+		}
+	})
+
+	t.Run("fence regained: every component flips without a spec change", func(t *testing.T) {
+		h.transition(active)
+		list := h.waitAll(t, ctx, "free", isFree)
+		for _, c := range list.Items {
+			if c.Generation != 1 {
+				t.Errorf("%s: generation %d, want 1 (no spec change)", c.Name, c.Generation)
+			}
+		}
+	})
+
+	t.Run("spec changes while active keep the conditions consistent", func(t *testing.T) {
+		var comp fencegatev1alpha1.Component
+		if err := h.cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "comp-000"}, &comp); err != nil {
+			t.Fatal(err)
+		}
+		comp.Spec.Chart.Version = "1.1.0"
+		if err := h.cp.Client.Update(ctx, &comp); err != nil {
+			t.Fatal(err)
+		}
+		h.waitAll(t, ctx, "free at the new generation", func(c *fencegatev1alpha1.Component) bool {
+			return isFree(c) && (c.Name != "comp-000" || c.Status.ObservedGeneration == 2)
+		})
+	})
+
+	t.Run("deleted components leave the held count", func(t *testing.T) {
+		h.transition(fenced)
+		h.waitAll(t, ctx, "held", isHeld)
+		comp := &fencegatev1alpha1.Component{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "comp-001"}}
+		if err := h.cp.Client.Delete(ctx, comp); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			err := h.cp.Client.Get(ctx, client.ObjectKeyFromObject(comp), comp)
+			return apierrors.IsNotFound(err) && gauge(t, h.registry, "fencegate_components_held") == n-1, nil
+		})
+		if err != nil {
+			t.Fatalf("held count after delete: %v (gauge %v)", err, gauge(t, h.registry, "fencegate_components_held"))
+		}
+	})
+}

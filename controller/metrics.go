@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// metrics are the controller's Prometheus metrics.
+type metrics struct {
+	reconciles    *prometheus.CounterVec
+	held          prometheus.Gauge
+	eventsDropped prometheus.Counter
+
+	mu      sync.Mutex
+	heldSet map[types.NamespacedName]struct{}
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_controller_reconciles_total",
+			Help: "Component reconciles by result (success or error).",
+		}, []string{"result"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencegate_components_held",
+			Help: "Components that this cluster currently holds off (SourceConflict=True).",
+		}),
+		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencegate_controller_events_dropped_total",
+			Help: "Fence transition Events not recorded because the shared Event budget was spent.",
+		}),
+		heldSet: map[types.NamespacedName]struct{}{},
+	}
+	for _, c := range []prometheus.Collector{m.reconciles, m.held, m.eventsDropped} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register controller metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) reconciled(err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.reconciles.WithLabelValues(result).Inc()
+}
+
+// observe records whether a Component is held.
+func (m *metrics) observe(name types.NamespacedName, held bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if held {
+		m.heldSet[name] = struct{}{}
+	} else {
+		delete(m.heldSet, name)
+	}
+	m.held.Set(float64(len(m.heldSet)))
+}
+
+// forget drops a deleted Component from the held count.
+func (m *metrics) forget(name types.NamespacedName) { m.observe(name, false) }

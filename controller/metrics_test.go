@@ -1,0 +1,54 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+func find(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()
+		}
+	}
+	return nil
+}
+
+// gauge is the value of an unlabelled gauge.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	metrics := find(t, reg, name)
+	if len(metrics) != 1 {
+		t.Fatalf("metric %s: found %d series, want 1", name, len(metrics))
+	}
+	return metrics[0].GetGauge().GetValue()
+}
+
+// reconciles is the number of reconciles so far, whatever their result.
+func reconciles(t *testing.T, reg *prometheus.Registry) float64 {
+	var total float64
+	for _, m := range find(t, reg, "fencegate_controller_reconciles_total") {
+		total += m.GetCounter().GetValue()
+	}
+	return total
+}
+
+func waitReconciles(t *testing.T, ctx context.Context, reg *prometheus.Registry, atLeast float64) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return reconciles(t, reg) >= atLeast, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %v reconciles (have %v): %v", atLeast, reconciles(t, reg), err)
+	}
+}

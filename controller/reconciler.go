@@ -1,0 +1,174 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// HeldRequeue is how often a held Component is looked at again even without
+// a fence transition, as a safety net for a missed signal.
+const HeldRequeue = 15 * time.Minute
+
+// Policy answers the reconciler's questions; the policy engine implements it.
+type Policy interface {
+	// Reconcile evaluates data.fencegate.reconcile.decision for a Component.
+	Reconcile(ctx context.Context, component map[string]any) (engine.ReconcileDecision, error)
+	// Fence returns the current fence state, false before the first one.
+	Fence() (fencestate.State, bool)
+}
+
+// Reconciler writes each Component's fence conditions.
+type Reconciler struct {
+	client  client.Client
+	policy  Policy
+	clock   clock.PassiveClock
+	metrics *metrics
+	events  *eventRecorder
+}
+
+// Reconcile brings one Component's status in line with the policies'
+// decision. It writes only when the status differs.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+	defer func() { r.metrics.reconciled(err) }()
+	log := logr.FromContextOrDiscard(ctx)
+
+	var comp fencegatev1alpha1.Component
+	if err := r.client.Get(ctx, req.NamespacedName, &comp); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forget(req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get component %s: %w", req.NamespacedName, err)
+	}
+	// A Component being deleted is its owners' business; a status write
+	// would only race their finalizers.
+	if !comp.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+
+	input, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&comp)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("convert component %s for the policies: %w", req.NamespacedName, err)
+	}
+	decision, err := r.policy.Reconcile(ctx, input)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("evaluate reconcile policy for %s: %w", req.NamespacedName, err)
+	}
+	fence, ok := r.policy.Fence()
+	if !ok {
+		fence.Status = fencestate.Unknown
+	}
+
+	desired := Desired(&comp, decision, fence, r.clock.Now())
+	r.metrics.observe(req.NamespacedName, decision.Hold)
+	if decision.Hold {
+		result.RequeueAfter = HeldRequeue
+	}
+	if equality.Semantic.DeepEqual(comp.Status, desired) {
+		return result, nil
+	}
+
+	before := sourceConflict(comp.Status)
+	comp.Status = desired
+	if err := r.client.Status().Update(ctx, &comp); err != nil {
+		return reconcile.Result{}, fmt.Errorf("update status of component %s: %w", req.NamespacedName, err)
+	}
+	if after := sourceConflict(desired); after != before {
+		r.events.fenceChanged(&comp, decision)
+	}
+	log.V(1).Info("wrote fence conditions", "hold", decision.Hold, "reason", decision.Reason)
+	return result, nil
+}
+
+// sourceConflict returns the SourceConflict condition's status and reason.
+func sourceConflict(status fencegatev1alpha1.ComponentStatus) string {
+	for _, c := range status.Conditions {
+		if c.Type == fencegatev1alpha1.ConditionSourceConflict {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return ""
+}
+
+// Options configure the controller.
+type Options struct {
+	// Policy answers the reconcile question; the policy engine in production.
+	Policy Policy
+	// FenceChanges signals every fence transition; each signal re-enqueues
+	// every Component. The fence agent's Changes() in production.
+	FenceChanges <-chan struct{}
+	// MaxConcurrentReconciles bounds parallel status writes (default 8).
+	MaxConcurrentReconciles int
+	// EventsPerSecond and EventBurst bound the Kubernetes Events recorded
+	// for Components whose fence condition changes, across all Components
+	// (defaults 5 and 50): a transition re-marks every Component, and one
+	// event each would flood the API server.
+	EventsPerSecond float64
+	EventBurst      int
+	// Registerer takes the controller's metrics; nil leaves them
+	// unregistered.
+	Registerer prometheus.Registerer
+	// Clock is injected by tests; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// SetupWithManager registers the Component controller with mgr.
+func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if opts.Policy == nil {
+		return nil, errors.New("controller needs a policy to ask")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.MaxConcurrentReconciles <= 0 {
+		opts.MaxConcurrentReconciles = 8
+	}
+	if opts.EventsPerSecond <= 0 {
+		opts.EventsPerSecond = 5
+	}
+	if opts.EventBurst <= 0 {
+		opts.EventBurst = 50
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		client:  mgr.GetClient(),
+		policy:  opts.Policy,
+		clock:   opts.Clock,
+		metrics: m,
+		events:  newEventRecorder(mgr.GetEventRecorder("fencegate-controller"), opts.EventsPerSecond, opts.EventBurst, m),
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&fencegatev1alpha1.Component{}).
+		Named("component").
+		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
+	if opts.FenceChanges != nil {
+		b = b.WatchesRawSource(enqueueAllOn(opts.FenceChanges, mgr.GetClient()))
+	}
+	if err := b.Complete(r); err != nil {
+		return nil, fmt.Errorf("set up component controller: %w", err)
+	}
+	return r, nil
+}
