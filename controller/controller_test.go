@@ -62,7 +62,7 @@ type harness struct {
 	registry *prometheus.Registry
 }
 
-func start(t *testing.T, initial fencestate.State) *harness {
+func start(t testing.TB, initial fencestate.State) *harness {
 	t.Helper()
 	h := &harness{
 		cp:       cluster.StartForTest(t, cluster.Options{Name: "controller"}),
@@ -118,7 +118,7 @@ func (h *harness) createComponents(t *testing.T, ctx context.Context, n int) {
 }
 
 // waitAll waits until every Component satisfies ok.
-func (h *harness) waitAll(t *testing.T, ctx context.Context, what string, ok func(*fencegatev1alpha1.Component) bool) *fencegatev1alpha1.ComponentList {
+func (h *harness) waitAll(t testing.TB, ctx context.Context, what string, ok func(*fencegatev1alpha1.Component) bool) *fencegatev1alpha1.ComponentList {
 	t.Helper()
 	var list fencegatev1alpha1.ComponentList
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
