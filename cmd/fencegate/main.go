@@ -18,13 +18,20 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+// run executes the command line and returns the process exit code. SIGINT
+// and SIGTERM cancel the command's context, so long-running commands drain
+// and return.
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := newRootCommand()
-	if err := root.ExecuteContext(ctx); err != nil {
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "fencegate:", err)
-		os.Exit(exitCode(err))
+		return exitCode(err)
 	}
+	return 0
 }
 
 // exitCodeError carries a process exit code other than 1 through cobra.

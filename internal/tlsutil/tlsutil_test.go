@@ -30,7 +30,7 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -38,7 +38,7 @@ func TestMutualTLS(t *testing.T) {
 				return
 			}
 			go func() {
-				defer conn.Close()
+				defer func() { _ = conn.Close() }()
 				_ = conn.(*tls.Conn).Handshake()
 				_, _ = conn.Write([]byte("ok"))
 			}()
@@ -69,7 +69,7 @@ func TestMutualTLS(t *testing.T) {
 			if err == nil {
 				buf := make([]byte, 2)
 				_, err = conn.Read(buf)
-				conn.Close()
+				_ = conn.Close()
 			}
 			switch {
 			case tc.wantErr == "" && err != nil:
