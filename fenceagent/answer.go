@@ -1,0 +1,188 @@
+package fenceagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of the authority's refusals.
+const ErrorDomain = "fence.fencegate.dev"
+
+// The ErrorInfo reasons of the authority's refusals.
+const (
+	ReasonClusterFenced         = "CLUSTER_FENCED"
+	ReasonClusterEpochRegressed = "CLUSTER_EPOCH_REGRESSED"
+	ReasonFenceAcquiring        = "FENCE_ACQUIRING"
+)
+
+// The agent's own reasons, written to data.fence.reason when the status does
+// not come from an authority refusal.
+const (
+	// ReasonNoAnswerYet: no declaration has been answered since start.
+	ReasonNoAnswerYet = "NO_ANSWER_YET"
+	// ReasonLeaseExpired: the lease ran out (minus the margin) without
+	// being renewed.
+	ReasonLeaseExpired = "LEASE_EXPIRED"
+	// ReasonAuthorityUnreachable: the last answer is too old to rely on and
+	// the declarations since then failed.
+	ReasonAuthorityUnreachable = "AUTHORITY_UNREACHABLE"
+	// ReasonUnimplemented: the authority does not serve the fence protocol.
+	ReasonUnimplemented = "UNIMPLEMENTED"
+	// ReasonUnexpectedError: the authority answered with an error the agent
+	// cannot interpret as a fence status.
+	ReasonUnexpectedError = "UNEXPECTED_ERROR"
+)
+
+// answerKind is what one declaration's outcome means for the fence status.
+type answerKind int
+
+const (
+	granted answerKind = iota
+	refusedFenced
+	refusedRegressed
+	refusedAcquiring
+	unsupported
+	transient
+	unexpected
+)
+
+// result is the metric label of each kind.
+func (k answerKind) result() string {
+	return [...]string{"ok", "fenced", "epoch_regressed", "acquiring", "unsupported", "transient", "error"}[k]
+}
+
+// answer is one declaration's outcome, decoded from the response or the gRPC
+// error: a value, so that the state it leads to is a pure function of it.
+type answer struct {
+	kind answerKind
+	// holder is the holder named by the authority (a grant names this
+	// cluster; a refusal's ErrorInfo names the holder).
+	holder fencestate.Cluster
+	// token is the fencing token of a grant.
+	token uint64
+	// leaseTTL is the length of a granted lease.
+	leaseTTL time.Duration
+	// retryAfter is FENCE_ACQUIRING's retry_after_ms.
+	retryAfter time.Duration
+	// declaredEpoch is the epoch the authority says was declared.
+	declaredEpoch uint64
+	// reason is the ErrorInfo reason or the agent's reason.
+	reason string
+	// err is the gRPC error, for every kind but granted.
+	err error
+}
+
+// decode turns a DeclareClusterEpoch result into an answer. The gRPC status
+// is found also when the error is wrapped, so that interceptors or client
+// wrappers that add context do not turn a refusal into an unknown error.
+func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
+	if err == nil {
+		a := answer{kind: granted, token: resp.GetToken(), leaseTTL: resp.GetLeaseTtl().AsDuration()}
+		if h := resp.GetHolder(); h != nil {
+			a.holder = fencestate.Cluster{Name: h.GetClusterName(), UID: h.GetClusterUid(), Epoch: h.GetEpoch()}
+			if a.token == 0 {
+				a.token = h.GetToken()
+			}
+		}
+		return a
+	}
+	st, ok := grpcStatus(err)
+	if !ok {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return answer{kind: transient, err: err}
+		}
+		return answer{kind: unexpected, reason: ReasonUnexpectedError, err: err}
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return answer{kind: transient, err: err}
+	case codes.Unimplemented:
+		return answer{kind: unsupported, reason: ReasonUnimplemented, err: err}
+	case codes.FailedPrecondition:
+		if info := errorInfo(st); info != nil {
+			return refusal(info, err)
+		}
+	}
+	return answer{kind: unexpected, reason: ReasonUnexpectedError, err: err}
+}
+
+// refusal decodes an ErrorInfo refusal; an unknown reason is unexpected, not
+// guessed at.
+func refusal(info *errdetails.ErrorInfo, err error) answer {
+	md := info.GetMetadata()
+	a := answer{
+		reason: info.GetReason(),
+		err:    err,
+		holder: fencestate.Cluster{
+			Name:  md["holder_cluster"],
+			UID:   md["holder_uid"],
+			Epoch: parseUint(md["holder_epoch"]),
+		},
+		declaredEpoch: parseUint(md["declared_epoch"]),
+		retryAfter:    time.Duration(parseUint(md["retry_after_ms"])) * time.Millisecond,
+	}
+	switch info.GetReason() {
+	case ReasonClusterFenced:
+		a.kind = refusedFenced
+	case ReasonClusterEpochRegressed:
+		a.kind = refusedRegressed
+	case ReasonFenceAcquiring:
+		a.kind = refusedAcquiring
+	default:
+		a.kind, a.reason = unexpected, ReasonUnexpectedError
+	}
+	return a
+}
+
+// grpcStatus finds a gRPC status in err or anything it wraps.
+func grpcStatus(err error) (*status.Status, bool) {
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) || se.GRPCStatus() == nil {
+		return nil, false
+	}
+	return se.GRPCStatus(), true
+}
+
+// errorInfo returns the status's ErrorInfo of the fence domain, if any.
+func errorInfo(st *status.Status) *errdetails.ErrorInfo {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return info
+		}
+	}
+	return nil
+}
+
+// parseUint reads a metadata number; absent or malformed reads as 0, which
+// the messages treat as "not said".
+func parseUint(s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// describe names a cluster for messages: "west (epoch 8)".
+func describe(c fencestate.Cluster) string {
+	switch {
+	case c.Name == "" && c.UID == "":
+		return "an unnamed cluster"
+	case c.Name == "":
+		c.Name = "uid " + c.UID
+	}
+	if c.Epoch == 0 {
+		return c.Name
+	}
+	return fmt.Sprintf("%s (epoch %d)", c.Name, c.Epoch)
+}

@@ -1,0 +1,137 @@
+package fenceagent
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// rules hold what the status decisions depend on besides the answer. The
+// decisions are pure functions of them, the current state and the answer, so
+// every rule of the mapping is tested without a network or a clock.
+type rules struct {
+	domain string
+	self   fencestate.Cluster
+	// margin is taken off every granted lease.
+	margin time.Duration
+}
+
+// initial is the state before any answer: not holding.
+func (r rules) initial() fencestate.State {
+	return fencestate.State{
+		Status:  fencestate.Unknown,
+		Domain:  r.domain,
+		Cluster: r.self,
+		Reason:  ReasonNoAnswerYet,
+		Message: fmt.Sprintf("cluster %s has no answer from the fence authority yet; it does not act as holder until it has one", describe(r.self)),
+	}
+}
+
+// next returns the state that answer a to the declaration sent at sent leads
+// to, and until when that state may be trusted without a newer answer (zero:
+// until further notice). cur and curExpires are the present state and its
+// expiry; stale is how long a refusal is trusted.
+func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, now time.Time, stale time.Duration) (fencestate.State, time.Time) {
+	s := fencestate.State{Domain: r.domain, Cluster: r.self, Holder: a.holder, LastSuccessNS: cur.LastSuccessNS, Reason: a.reason}
+	switch a.kind {
+	case granted:
+		return r.granted(s, a, sent, now)
+	case refusedFenced:
+		s.Status, s.LastSuccessNS = fencestate.Fenced, sent.UnixNano()
+		s.Message = r.fencedMessage(a)
+		return s, sent.Add(stale)
+	case refusedRegressed:
+		s.Status, s.LastSuccessNS = fencestate.EpochRegressed, sent.UnixNano()
+		s.Message = fmt.Sprintf("cluster %s declared epoch %d, but the same cluster (uid %s) declared a higher epoch before: it was restored from a backup or its epoch was lowered. It stays fenced; set its epoch above every epoch it declared before (and above the holder's, %s) to make it active again. Authority: %s",
+			r.self.Name, r.self.Epoch, r.self.UID, describe(a.holder), statusMessage(a.err))
+		return s, sent.Add(stale)
+	case refusedAcquiring:
+		s.Status, s.LastSuccessNS = fencestate.Acquiring, sent.UnixNano()
+		s.Message = fmt.Sprintf("cluster %s is taking the fence over from %s; it becomes active when %s releases the fence or its lease ends (in about %s)",
+			describe(r.self), describe(a.holder), a.holder.Name, a.retryAfter)
+		return s, sent.Add(stale)
+	case unsupported:
+		s.Status, s.Holder = fencestate.Unsupported, fencestate.Cluster{}
+		s.Message = fmt.Sprintf("the fence authority does not implement the fence protocol (fencegate.fence.v1.FenceService); point the agent at a fencegate authority. This cluster stays fenced. Authority: %s", statusMessage(a.err))
+		return s, time.Time{}
+	case transient:
+		// A failed call says nothing about the fence: keep the last
+		// status until it expires. Only a status that is already unknown
+		// learns why, so that operators can read it in data.fence.
+		if cur.Status == fencestate.Unknown {
+			cur.Message = fmt.Sprintf("%s; the last declaration failed: %s", unknownMessage(cur), statusMessage(a.err))
+		}
+		return cur, curExpires
+	default:
+		s.Status, s.Holder = fencestate.Unknown, cur.Holder
+		s.Message = fmt.Sprintf("the fence authority answered with an error that is not a fence status, so cluster %s does not act as holder: %s", describe(r.self), statusMessage(a.err))
+		return s, time.Time{}
+	}
+}
+
+// granted is an OK answer: active until send time + lease TTL − margin, the
+// earliest moment the authority may consider the lease over, less the margin.
+func (r rules) granted(s fencestate.State, a answer, sent, now time.Time) (fencestate.State, time.Time) {
+	s.LastSuccessNS = sent.UnixNano()
+	if a.holder.UID != r.self.UID {
+		s.Status, s.Reason = fencestate.Unknown, ReasonUnexpectedError
+		s.Message = fmt.Sprintf("the fence authority granted the fence but named %s (uid %s) as holder instead of this cluster (uid %s); this cluster does not act as holder", describe(a.holder), a.holder.UID, r.self.UID)
+		return s, time.Time{}
+	}
+	validUntil := sent.Add(a.leaseTTL - r.margin)
+	if !validUntil.After(now) {
+		s.Status, s.Reason = fencestate.Unknown, ReasonLeaseExpired
+		s.Message = fmt.Sprintf("the fence authority granted a lease of %s, but less the lease margin of %s it had ended when the answer arrived (the call took %s); lower --lease-margin, raise the authority's lease TTL, or check the latency to the authority",
+			a.leaseTTL, r.margin, now.Sub(sent))
+		return s, time.Time{}
+	}
+	s.Status, s.Token, s.ValidUntilNS = fencestate.Active, a.token, validUntil.UnixNano()
+	return s, validUntil
+}
+
+func (r rules) fencedMessage(a answer) string {
+	if a.holder.UID == r.self.UID {
+		return fmt.Sprintf("cluster %s held the fence, but a cluster with a higher epoch is taking it over: this cluster stops acting as holder and releases the fence. To keep it active instead, raise its epoch above the new one", describe(r.self))
+	}
+	return fmt.Sprintf("cluster %s is fenced: %s holds the fence (or a takeover by a higher epoch is pending). Components cannot be changed here; to make this cluster active, raise its epoch above %d",
+		describe(r.self), describe(a.holder), max(a.holder.Epoch, r.self.Epoch))
+}
+
+// expired is the state once cur has gone unrenewed past its expiry.
+func (r rules) expired(cur fencestate.State) fencestate.State {
+	s := fencestate.State{Status: fencestate.Unknown, Domain: r.domain, Cluster: r.self, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS}
+	if cur.Status == fencestate.Active {
+		s.Reason = ReasonLeaseExpired
+		s.Message = fmt.Sprintf("the fence lease of cluster %s ran out at %s without renewal; it no longer acts as holder. %s",
+			describe(r.self), time.Unix(0, cur.ValidUntilNS).UTC().Format(time.RFC3339Nano), lastAnswer(cur))
+		return s
+	}
+	s.Reason = ReasonAuthorityUnreachable
+	s.Message = fmt.Sprintf("the last fence status of cluster %s (%s) is too old to rely on. %s", describe(r.self), cur.Status, lastAnswer(cur))
+	return s
+}
+
+// unknownMessage is the part of an unknown state's message that does not
+// change from one failed call to the next.
+func unknownMessage(s fencestate.State) string {
+	if s.Reason == ReasonNoAnswerYet {
+		return fmt.Sprintf("cluster %s has no answer from the fence authority yet", describe(s.Cluster))
+	}
+	return fmt.Sprintf("the fence status of cluster %s is unknown (%s). %s", describe(s.Cluster), s.Reason, lastAnswer(s))
+}
+
+func lastAnswer(s fencestate.State) string {
+	if s.LastSuccessNS == 0 {
+		return "The fence authority never answered"
+	}
+	return "The last answer of the fence authority was to a declaration sent at " + time.Unix(0, s.LastSuccessNS).UTC().Format(time.RFC3339Nano)
+}
+
+// statusMessage is the human part of a gRPC error.
+func statusMessage(err error) string {
+	if st, ok := grpcStatus(err); ok {
+		return fmt.Sprintf("%s: %s", st.Code(), st.Message())
+	}
+	return err.Error()
+}
