@@ -1,0 +1,82 @@
+package authority
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/authority/internal/store"
+	"github.com/fencegate/fencegate/authority/statemachine"
+)
+
+func fenceProto(snap store.Snapshot, leaseTTL time.Duration) *fencev1.Fence {
+	s := snap.State
+	f := &fencev1.Fence{
+		Domain:   snap.Domain,
+		Holder:   holderProto(s.Holder),
+		LeaseTtl: durationpb.New(leaseTTL),
+		Revision: snap.Revision,
+	}
+	if p := s.Pending; p != nil {
+		f.Pending = &fencev1.PendingTakeover{
+			ClusterName: p.Name,
+			ClusterUid:  p.UID,
+			Epoch:       p.Epoch,
+			RequestTime: timestamp(p.RequestedAt),
+		}
+	}
+	for uid, c := range s.Clusters {
+		f.Clusters = append(f.Clusters, &fencev1.ClusterRecord{
+			ClusterName:     c.Name,
+			ClusterUid:      uid,
+			HighestEpoch:    c.HighestEpoch,
+			LastEpoch:       c.LastEpoch,
+			LastDeclareTime: timestamp(c.LastDeclaredAt),
+		})
+	}
+	slices.SortFunc(f.Clusters, func(a, b *fencev1.ClusterRecord) int {
+		return cmp.Or(cmp.Compare(a.ClusterName, b.ClusterName), cmp.Compare(a.ClusterUid, b.ClusterUid))
+	})
+	return f
+}
+
+func holderProto(h *statemachine.Holder) *fencev1.Holder {
+	if h == nil {
+		return nil
+	}
+	return &fencev1.Holder{
+		ClusterName:     h.Name,
+		ClusterUid:      h.UID,
+		Epoch:           h.Epoch,
+		LeaseExpireTime: timestamp(h.LeaseExpiresAt),
+		Token:           h.Token,
+		Released:        h.Released,
+		AcquireTime:     timestamp(h.AcquiredAt),
+	}
+}
+
+func timestamp(u statemachine.UnixNano) *timestamppb.Timestamp {
+	if u == 0 {
+		return nil
+	}
+	return timestamppb.New(u.Time())
+}
+
+// eventTypeProto is the type of a watch event: the most significant change.
+func eventTypeProto(types []statemachine.EventType) fencev1.FenceEventType {
+	if len(types) == 0 {
+		return fencev1.FenceEventType_FENCE_EVENT_TYPE_SNAPSHOT
+	}
+	switch types[0] {
+	case statemachine.HolderChanged:
+		return fencev1.FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED
+	case statemachine.HolderReleased:
+		return fencev1.FenceEventType_FENCE_EVENT_TYPE_RELEASED
+	default:
+		return fencev1.FenceEventType_FENCE_EVENT_TYPE_PENDING_CHANGED
+	}
+}

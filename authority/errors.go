@@ -1,0 +1,184 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fencegate/fencegate/authority/internal/store"
+	"github.com/fencegate/fencegate/authority/statemachine"
+)
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo of every refusal.
+const ErrorDomain = "fence.fencegate.dev"
+
+// The reasons of refusals, in google.rpc.ErrorInfo.
+const (
+	// ReasonClusterFenced means another cluster holds the fence, or a takeover
+	// by a higher epoch is pending.
+	ReasonClusterFenced = "CLUSTER_FENCED"
+	// ReasonEpochRegressed means the cluster once declared a higher epoch than
+	// it declares now.
+	ReasonEpochRegressed = "CLUSTER_EPOCH_REGRESSED"
+	// ReasonAcquiring means the takeover is accepted but the previous holder's
+	// lease has not ended yet; see MetadataRetryAfterMs.
+	ReasonAcquiring = "FENCE_ACQUIRING"
+)
+
+// The metadata keys of refusals.
+const (
+	MetadataDomain         = "domain"
+	MetadataHolderCluster  = "holder_cluster"
+	MetadataHolderUID      = "holder_uid"
+	MetadataHolderEpoch    = "holder_epoch"
+	MetadataDeclaredEpoch  = "declared_epoch"
+	MetadataRetryAfterMs   = "retry_after_ms"
+	MetadataPendingCluster = "pending_cluster"
+	MetadataPendingUID     = "pending_uid"
+	MetadataPendingEpoch   = "pending_epoch"
+	MetadataHighestEpoch   = "highest_epoch"
+)
+
+// refusal builds a FailedPrecondition error with an ErrorInfo.
+func refusal(reason, message string, metadata map[string]string) error {
+	st, err := status.New(codes.FailedPrecondition, message).WithDetails(&errdetails.ErrorInfo{
+		Reason:   reason,
+		Domain:   ErrorDomain,
+		Metadata: metadata,
+	})
+	if err != nil {
+		return status.Errorf(codes.Internal, "attach error details to %q: %v", message, err)
+	}
+	return st.Err()
+}
+
+// metadata names the domain, the holder and the declared epoch.
+func metadata(domain string, s statemachine.State, declared uint64) map[string]string {
+	md := map[string]string{MetadataDomain: domain}
+	if h := s.Holder; h != nil {
+		md[MetadataHolderCluster] = h.Name
+		md[MetadataHolderUID] = h.UID
+		md[MetadataHolderEpoch] = strconv.FormatUint(h.Epoch, 10)
+	}
+	if p := s.Pending; p != nil {
+		md[MetadataPendingCluster] = p.Name
+		md[MetadataPendingUID] = p.UID
+		md[MetadataPendingEpoch] = strconv.FormatUint(p.Epoch, 10)
+	}
+	if declared > 0 {
+		md[MetadataDeclaredEpoch] = strconv.FormatUint(declared, 10)
+	}
+	return md
+}
+
+// declareRefusal turns a refused declaration into its error, with a message
+// that tells an operator what is going on and what to do.
+func declareRefusal(d statemachine.Declaration, r statemachine.Result) error {
+	a, h, p := r.Answer, r.State.Holder, r.State.Pending
+	md := metadata(d.Domain, r.State, d.Epoch)
+	self := fmt.Sprintf("cluster %q (epoch %d)", d.Cluster.Name, d.Epoch)
+	switch a.Outcome {
+	case statemachine.Regressed:
+		md[MetadataHighestEpoch] = strconv.FormatUint(a.HighestEpoch, 10)
+		return refusal(ReasonEpochRegressed, fmt.Sprintf(
+			"cluster %q (uid %s) declared epoch %d, below epoch %d that it declared before%s; "+
+				"a cluster restored from a backup or a lowered epoch setting does this: set %s's epoch to at least %d",
+			d.Cluster.Name, d.Cluster.UID, d.Epoch, a.HighestEpoch, inDomain(d.Domain), d.Cluster.Name, a.HighestEpoch), md)
+	case statemachine.Acquiring:
+		md[MetadataRetryAfterMs] = strconv.FormatInt(ceilMillis(a.RetryAfter), 10)
+		return refusal(ReasonAcquiring, fmt.Sprintf(
+			"%s is taking the fence%s over from cluster %q (epoch %d): %s's lease ends in %s unless it releases the fence sooner; retry then",
+			self, inDomain(d.Domain), h.Name, h.Epoch, h.Name, a.RetryAfter.Round(time.Millisecond)), md)
+	}
+	var msg string
+	switch a.FenceReason {
+	case statemachine.TakeoverPending:
+		msg = fmt.Sprintf("%s is fenced: cluster %q is taking the fence%s over at epoch %d; %s must stop changing its Components and release the fence",
+			self, p.Name, inDomain(d.Domain), p.Epoch, d.Cluster.Name)
+	case statemachine.OtherTakeoverPending:
+		msg = fmt.Sprintf("%s is fenced: cluster %q is already taking the fence%s over from cluster %q at epoch %d; raise %s's epoch above %d to take over instead",
+			self, p.Name, inDomain(d.Domain), h.Name, p.Epoch, d.Cluster.Name, p.Epoch)
+	default:
+		verb := "holds"
+		if h.Released {
+			verb = "released"
+		}
+		msg = fmt.Sprintf("%s is fenced: cluster %q %s the fence%s at epoch %d; raise %s's epoch above %d to take over",
+			self, h.Name, verb, inDomain(d.Domain), h.Epoch, d.Cluster.Name, h.Epoch)
+		if h.UID == d.Cluster.UID {
+			msg += fmt.Sprintf(" (both clusters have uid %s: two clusters share a UID, or the cluster was renamed)", h.UID)
+		}
+	}
+	return refusal(ReasonClusterFenced, msg, md)
+}
+
+// releaseRefusal turns a refused release into its error.
+func releaseRefusal(r statemachine.Release, res statemachine.ReleaseResult) error {
+	h := res.State.Holder
+	md := metadata(r.Domain, res.State, r.Epoch)
+	if res.Outcome == statemachine.ReleaseRegressed {
+		return refusal(ReasonEpochRegressed, fmt.Sprintf(
+			"cluster %q (uid %s) cannot release the fence%s with epoch %d: it holds the fence at epoch %d",
+			h.Name, r.ClusterUID, inDomain(r.Domain), r.Epoch, h.Epoch), md)
+	}
+	if h == nil {
+		return refusal(ReasonClusterFenced, fmt.Sprintf(
+			"cluster uid %s cannot release the fence%s: no cluster holds it", r.ClusterUID, inDomain(r.Domain)), md)
+	}
+	return refusal(ReasonClusterFenced, fmt.Sprintf(
+		"cluster uid %s cannot release the fence%s: cluster %q (uid %s) holds it at epoch %d",
+		r.ClusterUID, inDomain(r.Domain), h.Name, h.UID, h.Epoch), md)
+}
+
+// inDomain names a domain other than the default one in messages.
+func inDomain(domain string) string {
+	if domain == statemachine.DefaultDomain {
+		return ""
+	}
+	return fmt.Sprintf(" of domain %q", domain)
+}
+
+// ceilMillis rounds up, so a client that waits retry_after_ms finds the
+// lease over.
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// storeError turns a failure of the store into a gRPC status: bad arguments
+// name their field; etcd being unreachable is Unavailable, so clients retry.
+func storeError(err error) error {
+	var fieldErr *statemachine.FieldError
+	switch {
+	case errors.As(err, &fieldErr):
+		st, detailErr := status.New(codes.InvalidArgument, fieldErr.Error()).WithDetails(&errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fieldErr.Field, Description: fieldErr.Problem}},
+		})
+		if detailErr != nil {
+			return status.Error(codes.InvalidArgument, fieldErr.Error())
+		}
+		return st.Err()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	case errors.Is(err, store.ErrContention):
+		return status.Error(codes.Aborted, err.Error())
+	case store.IsUnavailable(err):
+		return status.Errorf(codes.Unavailable, "fence store unavailable: %v", err)
+	default:
+		return status.Errorf(codes.Internal, "fence store: %v", err)
+	}
+}
+
+// resultLabel is the metrics label of a failed call.
+func resultLabel(err error) string {
+	var fieldErr *statemachine.FieldError
+	if errors.As(err, &fieldErr) {
+		return "invalid"
+	}
+	return "error"
+}

@@ -1,0 +1,346 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
+
+	"github.com/fencegate/fencegate/authority/statemachine"
+)
+
+// DefaultPrefix starts every key the store writes.
+const DefaultPrefix = "/fencegate/"
+
+// recordVersion is the schema version of the stored records.
+const recordVersion = 1
+
+// maxConflicts bounds how often one call retries after other writers
+// changed the record first; each conflict means another call made progress.
+const maxConflicts = 50
+
+// unavailableRetries bounds how often one call retries while etcd cannot
+// answer (a member down, a leader election).
+const unavailableRetries = 8
+
+// ErrContention is returned when a call lost the race for a domain's record
+// too many times in a row.
+var ErrContention = errors.New("too many concurrent writers of the fence record")
+
+// Options configure a Store.
+type Options struct {
+	// LeaseTTL is the lease length of grants and renewals.
+	LeaseTTL time.Duration
+	// Prefix starts every key; DefaultPrefix if empty. Authorities that
+	// share a prefix share their fences.
+	Prefix string
+	// Clock is the authority's clock; lease expiry is judged by it at the
+	// time of each transaction. Nil means the real clock.
+	Clock clock.PassiveClock
+	// Registerer receives the store's metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+}
+
+// Store keeps fences in etcd.
+type Store struct {
+	client  *clientv3.Client
+	machine statemachine.Machine
+	clock   clock.PassiveClock
+	prefix  string
+	metrics *metrics
+
+	mu      sync.Mutex
+	domains map[string]*domainEntry
+}
+
+// domainEntry serializes this process's writes to one domain (so replicas
+// of the authority conflict only with each other, not with themselves) and
+// caches the record last read or written, so a call usually costs one
+// transaction.
+type domainEntry struct {
+	lock   *semaphore.Weighted
+	cached *Snapshot
+}
+
+// Snapshot is one domain's fence as stored at one revision.
+type Snapshot struct {
+	// Domain is the fence's domain.
+	Domain string
+	// State is the fence state; the holder's token is filled in.
+	State statemachine.State
+	// Revision is the etcd revision of the record's last change; 0 while
+	// the domain was never declared in.
+	Revision int64
+}
+
+// New returns a store over client.
+func New(client *clientv3.Client, opts Options) (*Store, error) {
+	if opts.LeaseTTL <= 0 {
+		return nil, fmt.Errorf("lease TTL %s: must be positive", opts.LeaseTTL)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{
+		client:  client,
+		machine: statemachine.Machine{LeaseTTL: opts.LeaseTTL},
+		clock:   opts.Clock,
+		prefix:  opts.Prefix,
+		metrics: m,
+		domains: map[string]*domainEntry{},
+	}, nil
+}
+
+// LeaseTTL returns the lease length the store grants.
+func (s *Store) LeaseTTL() time.Duration { return s.machine.LeaseTTL }
+
+// Declare applies a declaration and stores its result. The result's state
+// is the committed one, with the holder's token filled in. A bad request
+// returns a *statemachine.FieldError.
+func (s *Store) Declare(ctx context.Context, d statemachine.Declaration) (statemachine.Result, error) {
+	d.Domain = statemachine.Normalize(d.Domain)
+	if err := d.Validate(); err != nil {
+		return statemachine.Result{}, err
+	}
+	var result statemachine.Result
+	committed, err := s.update(ctx, d.Domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
+		var err error
+		result, err = s.machine.Declare(cur, d, now)
+		return result.State, true, err
+	})
+	if err != nil {
+		return statemachine.Result{}, err
+	}
+	result.State = committed.State
+	if result.Answer.Outcome == statemachine.Granted {
+		s.metrics.grants.WithLabelValues(d.Domain, string(result.Answer.Grant)).Inc()
+	}
+	return result, nil
+}
+
+// Release applies a release and stores its result, if it changes anything.
+func (s *Store) Release(ctx context.Context, r statemachine.Release) (statemachine.ReleaseResult, error) {
+	r.Domain = statemachine.Normalize(r.Domain)
+	if err := r.Validate(); err != nil {
+		return statemachine.ReleaseResult{}, err
+	}
+	var result statemachine.ReleaseResult
+	committed, err := s.update(ctx, r.Domain, func(cur statemachine.State, _ time.Time) (statemachine.State, bool, error) {
+		var err error
+		result, err = s.machine.Release(cur, r)
+		return result.State, result.Outcome == statemachine.Released, err
+	})
+	if err != nil {
+		return statemachine.ReleaseResult{}, err
+	}
+	result.State = committed.State
+	return result, nil
+}
+
+// Get reads a domain's fence with a linearizable read.
+func (s *Store) Get(ctx context.Context, domain string) (Snapshot, error) {
+	domain = statemachine.Normalize(domain)
+	if err := statemachine.ValidateDomain(domain); err != nil {
+		return Snapshot{}, err
+	}
+	snap, _, err := s.read(ctx, domain)
+	return snap, err
+}
+
+// read reads a domain's keys and returns the snapshot and the etcd response,
+// whose header revision is where a watch of later changes starts.
+func (s *Store) read(ctx context.Context, domain string) (Snapshot, *clientv3.GetResponse, error) {
+	resp, err := s.client.Get(ctx, s.domainPrefix(domain), clientv3.WithPrefix())
+	if err != nil {
+		return Snapshot{}, nil, fmt.Errorf("read fence of domain %q: %w", domain, err)
+	}
+	snap, err := s.decode(domain, resp.Kvs)
+	return snap, resp, err
+}
+
+// Check reports whether etcd answers a linearizable read, which needs a
+// quorum: the store can serve only then.
+func (s *Store) Check(ctx context.Context) error {
+	if _, err := s.client.Get(ctx, s.prefix+"health", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd does not answer: %w", err)
+	}
+	return nil
+}
+
+// step computes the next state from the current one at the authority's
+// time; write=false means nothing needs storing.
+type step func(cur statemachine.State, now time.Time) (next statemachine.State, write bool, err error)
+
+// update runs one read-apply-write cycle on a domain's record: it applies
+// next to the record it believes current, and writes the result in one
+// transaction that succeeds only if the record did not change meanwhile.
+// On a conflict the transaction's else branch returns the current record and
+// the cycle runs again, with a fresh clock reading. Retrying after an
+// unavailable etcd is safe for the same reason: if the lost transaction did
+// commit, the record changed and the retry re-applies the request to the
+// state that includes its own effect.
+func (s *Store) update(ctx context.Context, domain string, next step) (Snapshot, error) {
+	entry := s.entry(domain)
+	if err := entry.lock.Acquire(ctx, 1); err != nil {
+		return Snapshot{}, fmt.Errorf("wait for fence record of domain %q: %w", domain, err)
+	}
+	defer entry.lock.Release(1)
+
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval = 25*time.Millisecond, 500*time.Millisecond
+	conflicts, unavailable := 0, 0
+	for {
+		cur, err := s.current(ctx, entry, domain)
+		if err == nil {
+			state, write, stepErr := next(cur.State, s.clock.Now())
+			if stepErr != nil || !write {
+				return cur, stepErr
+			}
+			var committed Snapshot
+			var ok bool
+			committed, ok, err = s.commit(ctx, cur, state)
+			switch {
+			case err != nil:
+			case ok:
+				entry.cached = &committed
+				if h := committed.State.Holder; h != nil {
+					s.metrics.token.WithLabelValues(domain).Set(float64(h.Token))
+				}
+				return committed, nil
+			default:
+				entry.cached = &committed
+				s.metrics.retries.WithLabelValues("conflict").Inc()
+				if conflicts++; conflicts >= maxConflicts {
+					return Snapshot{}, fmt.Errorf("update fence of domain %q: %w", domain, ErrContention)
+				}
+				continue
+			}
+		}
+		// The outcome of a failed transaction is unknown: read the record
+		// again before the next attempt.
+		entry.cached = nil
+		if !IsUnavailable(err) || unavailable >= unavailableRetries {
+			return Snapshot{}, err
+		}
+		unavailable++
+		s.metrics.retries.WithLabelValues("unavailable").Inc()
+		if err := s.wait(ctx, retry.NextBackOff()); err != nil {
+			return Snapshot{}, err
+		}
+	}
+}
+
+// current returns the domain's record as this process last saw it, reading
+// it from etcd if that is unknown.
+func (s *Store) current(ctx context.Context, entry *domainEntry, domain string) (Snapshot, error) {
+	if entry.cached != nil {
+		return *entry.cached, nil
+	}
+	snap, err := s.Get(ctx, domain)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	entry.cached = &snap
+	return snap, nil
+}
+
+// commit writes state if the record is still at cur's revision. It returns
+// the committed snapshot and true, or the record that is current instead
+// and false.
+func (s *Store) commit(ctx context.Context, cur Snapshot, state statemachine.State) (Snapshot, bool, error) {
+	domain := cur.Domain
+	value, err := json.Marshal(record{Version: recordVersion, State: state})
+	if err != nil {
+		return Snapshot{}, false, fmt.Errorf("encode fence of domain %q: %w", domain, err)
+	}
+	ops := []clientv3.Op{clientv3.OpPut(s.stateKey(domain), string(value))}
+	granting := state.Holder != nil && state.Holder.Token == 0
+	if granting {
+		g, err := json.Marshal(grantRecord{
+			Version: recordVersion, Name: state.Holder.Name, UID: state.Holder.UID,
+			Epoch: state.Holder.Epoch, GrantedAt: state.Holder.AcquiredAt,
+		})
+		if err != nil {
+			return Snapshot{}, false, fmt.Errorf("encode grant of domain %q: %w", domain, err)
+		}
+		ops = append(ops, clientv3.OpPut(s.grantKey(domain), string(g)))
+	}
+	start := time.Now()
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(s.stateKey(domain)), "=", cur.Revision)).
+		Then(ops...).
+		Else(clientv3.OpGet(s.domainPrefix(domain), clientv3.WithPrefix())).
+		Commit()
+	elapsed := time.Since(start).Seconds()
+	if err != nil {
+		s.metrics.txnDuration.WithLabelValues("error").Observe(elapsed)
+		return Snapshot{}, false, fmt.Errorf("store fence of domain %q: %w", domain, err)
+	}
+	if !resp.Succeeded {
+		s.metrics.txnDuration.WithLabelValues("conflict").Observe(elapsed)
+		current, err := s.decode(domain, resp.Responses[0].GetResponseRange().Kvs)
+		return current, false, err
+	}
+	s.metrics.txnDuration.WithLabelValues("committed").Observe(elapsed)
+	rev := resp.Header.Revision
+	if granting {
+		state.Holder.Token = uint64(rev)
+	}
+	return Snapshot{Domain: domain, State: state, Revision: rev}, true, nil
+}
+
+func (s *Store) wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("wait for etcd: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+func (s *Store) entry(domain string) *domainEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.domains[domain]
+	if !ok {
+		e = &domainEntry{lock: semaphore.NewWeighted(1)}
+		s.domains[domain] = e
+	}
+	return e
+}
+
+// IsUnavailable reports whether etcd could not answer for now: no leader,
+// a leader change, a member down. Such calls may be retried.
+func IsUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var etcdErr rpctypes.EtcdError
+	if errors.As(err, &etcdErr) {
+		return etcdErr.Code() == codes.Unavailable
+	}
+	return status.Code(err) == codes.Unavailable
+}

@@ -1,0 +1,38 @@
+package authority
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the FenceService's Prometheus metrics; the store registers
+// its own (transactions, retries, grants, tokens) on the same registerer.
+type metrics struct {
+	declarations *prometheus.CounterVec
+	releases     *prometheus.CounterVec
+	watchers     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		declarations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_authority_declarations_total",
+			Help: "DeclareClusterEpoch calls by result: ok, fenced, regressed, acquiring, invalid or error.",
+		}, []string{"result"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_authority_releases_total",
+			Help: "ReleaseFence calls by result: released, already_released, not_holder, regressed, invalid or error.",
+		}, []string{"result"}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencegate_authority_watchers",
+			Help: "WatchFence streams open now.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.declarations, m.releases, m.watchers} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register authority metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,101 @@
+package authority
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+)
+
+const (
+	// healthInterval is how often the server checks that etcd answers and
+	// reports it through gRPC health checking.
+	healthInterval = 5 * time.Second
+	// healthTimeout bounds one check.
+	healthTimeout = 2 * time.Second
+	// shutdownGrace is how long calls in flight may take to finish when
+	// the server stops.
+	shutdownGrace = 10 * time.Second
+)
+
+// Server serves a Service over gRPC, with the standard health checking
+// service (NOT_SERVING while etcd has no quorum, and during shutdown) and
+// server reflection (for grpcurl and similar tools).
+type Server struct {
+	service *Service
+	grpc    *grpc.Server
+	health  *health.Server
+}
+
+// NewServer builds the gRPC server; opts add transport credentials and the
+// like.
+func NewServer(service *Service, opts ...grpc.ServerOption) *Server {
+	opts = append([]grpc.ServerOption{
+		// Agents keep their connection open between heartbeats; let them
+		// probe it, but not more often than this.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}, opts...)
+	s := &Server{service: service, grpc: grpc.NewServer(opts...), health: health.NewServer()}
+	fencev1.RegisterFenceServiceServer(s.grpc, service)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	return s
+}
+
+// Serve serves on lis until ctx ends, then stops: health turns
+// NOT_SERVING, watch streams end, and unary calls in flight get a grace
+// period to finish. It returns nil after a stop that ctx asked for.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.monitorHealth(run) })
+	wg.Go(func() {
+		<-run.Done()
+		s.health.Shutdown()
+		s.service.Close()
+		timer := time.AfterFunc(shutdownGrace, s.grpc.Stop)
+		defer timer.Stop()
+		s.grpc.GracefulStop()
+	})
+	err := s.grpc.Serve(lis)
+	cancel()
+	wg.Wait()
+	if ctx.Err() != nil || err == nil {
+		return nil
+	}
+	return fmt.Errorf("serve gRPC on %s: %w", lis.Addr(), err)
+}
+
+// monitorHealth reports through gRPC health checking whether etcd answers,
+// until ctx ends.
+func (s *Server) monitorHealth(ctx context.Context) {
+	ticker := time.NewTicker(healthInterval)
+	defer ticker.Stop()
+	for {
+		check, cancel := context.WithTimeout(ctx, healthTimeout)
+		st := healthpb.HealthCheckResponse_SERVING
+		if s.service.Check(check) != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		cancel()
+		// After Shutdown the health server ignores updates, so a check cut
+		// short by the stop cannot turn it back to SERVING.
+		s.health.SetServingStatus("", st)
+		s.health.SetServingStatus(fencev1.FenceService_ServiceDesc.ServiceName, st)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package authority
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/utils/clock"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/authority/internal/store"
+	"github.com/fencegate/fencegate/authority/statemachine"
+)
+
+// DefaultLeaseTTL is the lease length when Options do not set one.
+const DefaultLeaseTTL = 15 * time.Second
+
+// Options configure a Service.
+type Options struct {
+	// LeaseTTL is how long a grant or renewal lasts; DefaultLeaseTTL if 0.
+	LeaseTTL time.Duration
+	// KeyPrefix starts every etcd key the authority writes; "/fencegate/"
+	// if empty. Authorities that share an etcd and a prefix are replicas
+	// of one authority.
+	KeyPrefix string
+	// Clock is the authority's clock: lease expiry is judged by it at the
+	// time of each transaction. Nil means the real clock.
+	Clock clock.PassiveClock
+	// Logger receives the decision log: grants, pending takeovers and
+	// releases (never renewals or refusals, which repeat every heartbeat).
+	Logger logr.Logger
+	// Registerer receives the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+}
+
+// Service implements fencev1.FenceServiceServer on an etcd store.
+type Service struct {
+	fencev1.UnimplementedFenceServiceServer
+
+	store   *store.Store
+	log     logr.Logger
+	metrics *metrics
+
+	// life ends when the service closes, which ends every watch stream.
+	life  context.Context
+	close context.CancelFunc
+}
+
+// New returns the FenceService over an etcd client; the caller keeps
+// owning the client.
+func New(client *clientv3.Client, opts Options) (*Service, error) {
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	st, err := store.New(client, store.Options{
+		LeaseTTL:   opts.LeaseTTL,
+		Prefix:     opts.KeyPrefix,
+		Clock:      opts.Clock,
+		Registerer: opts.Registerer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	life, closeFn := context.WithCancel(context.Background())
+	return &Service{store: st, log: opts.Logger, metrics: m, life: life, close: closeFn}, nil
+}
+
+// Close ends every WatchFence stream (clients are told to watch again) and
+// makes new ones fail; unary calls keep working. Call it before a graceful
+// stop of the gRPC server, which would otherwise wait for the streams.
+func (s *Service) Close() { s.close() }
+
+// Check reports whether the store can serve: etcd answers a read that
+// needs a quorum.
+func (s *Service) Check(ctx context.Context) error { return s.store.Check(ctx) }
+
+// DeclareClusterEpoch is a cluster's heartbeat: it grants, renews or refuses
+// the fence by the rules of package statemachine.
+func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
+	d := statemachine.Declaration{
+		Domain:  statemachine.Normalize(req.GetDomain()),
+		Cluster: statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
+		Epoch:   req.GetEpoch(),
+	}
+	result, err := s.store.Declare(ctx, d)
+	if err != nil {
+		s.metrics.declarations.WithLabelValues(resultLabel(err)).Inc()
+		return nil, s.failure("declare", err)
+	}
+	s.logDeclaration(d, result)
+	a := result.Answer
+	switch a.Outcome {
+	case statemachine.Granted, statemachine.Renewed:
+		s.metrics.declarations.WithLabelValues("ok").Inc()
+		return &fencev1.DeclareClusterEpochResponse{
+			Holder:   holderProto(result.State.Holder),
+			LeaseTtl: durationpb.New(s.store.LeaseTTL()),
+			Token:    result.State.Holder.Token,
+		}, nil
+	default:
+		s.metrics.declarations.WithLabelValues(a.Outcome.String()).Inc()
+		return nil, declareRefusal(d, result)
+	}
+}
+
+// ReleaseFence gives the fence up on behalf of its holder.
+func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceRequest) (*fencev1.ReleaseFenceResponse, error) {
+	r := statemachine.Release{
+		Domain:     statemachine.Normalize(req.GetDomain()),
+		ClusterUID: req.GetClusterUid(),
+		Epoch:      req.GetEpoch(),
+	}
+	result, err := s.store.Release(ctx, r)
+	if err != nil {
+		s.metrics.releases.WithLabelValues(resultLabel(err)).Inc()
+		return nil, s.failure("release", err)
+	}
+	s.metrics.releases.WithLabelValues(result.Outcome.String()).Inc()
+	switch result.Outcome {
+	case statemachine.Released, statemachine.AlreadyReleased:
+		if result.Outcome == statemachine.Released {
+			h := result.State.Holder
+			s.log.Info("fence released", "domain", r.Domain, "cluster", h.Name, "uid", h.UID, "epoch", h.Epoch, "token", h.Token)
+		}
+		snap, err := s.store.Get(ctx, r.Domain)
+		if err != nil {
+			return nil, s.failure("read after release", err)
+		}
+		return &fencev1.ReleaseFenceResponse{Fence: fenceProto(snap, s.store.LeaseTTL())}, nil
+	default:
+		return nil, releaseRefusal(r, result)
+	}
+}
+
+// GetFence returns a domain's whole fence state.
+func (s *Service) GetFence(ctx context.Context, req *fencev1.GetFenceRequest) (*fencev1.GetFenceResponse, error) {
+	snap, err := s.store.Get(ctx, req.GetDomain())
+	if err != nil {
+		return nil, s.failure("get", err)
+	}
+	return &fencev1.GetFenceResponse{Fence: fenceProto(snap, s.store.LeaseTTL())}, nil
+}
+
+// WatchFence streams the domain's fence: a snapshot, then one event per
+// change of holder, release or pending takeover, made through any authority
+// that shares the etcd.
+func (s *Service) WatchFence(req *fencev1.WatchFenceRequest, stream fencev1.FenceService_WatchFenceServer) error {
+	s.metrics.watchers.Inc()
+	defer s.metrics.watchers.Dec()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.life, cancel)
+	defer stop()
+
+	var sendErr error
+	err := s.store.Watch(ctx, req.GetDomain(), func(ev store.Event) error {
+		sendErr = stream.Send(&fencev1.WatchFenceResponse{
+			Type:  eventTypeProto(ev.Types),
+			Fence: fenceProto(ev.Snapshot, s.store.LeaseTTL()),
+		})
+		return sendErr
+	})
+	switch {
+	case s.life.Err() != nil:
+		return status.Error(codes.Unavailable, "the fence authority is shutting down; watch again")
+	case stream.Context().Err() != nil:
+		return status.FromContextError(stream.Context().Err()).Err()
+	case sendErr != nil:
+		return sendErr
+	case err == nil:
+		return nil
+	}
+	return s.failure("watch", err)
+}
+
+// failure maps a store error to its status and logs the ones an operator
+// must look at: neither bad requests, nor cancellations, nor etcd being
+// unreachable (counted in metrics and reported by the readiness check).
+func (s *Service) failure(call string, err error) error {
+	st := storeError(err)
+	if status.Code(st) == codes.Internal {
+		s.log.Error(err, "fence store failed", "call", call)
+	}
+	return st
+}
+
+// logDeclaration writes the decision log: the declarations that change who
+// holds the fence or who waits for it.
+func (s *Service) logDeclaration(d statemachine.Declaration, r statemachine.Result) {
+	a, h, p := r.Answer, r.State.Holder, r.State.Pending
+	switch {
+	case a.Outcome == statemachine.Granted:
+		kv := []any{"domain", d.Domain, "cluster", h.Name, "uid", h.UID, "epoch", h.Epoch, "token", h.Token, "kind", a.Grant}
+		if prev := a.Previous; prev != nil {
+			kv = append(kv, "previousCluster", prev.Name, "previousEpoch", prev.Epoch, "previousToken", prev.Token)
+		}
+		s.log.Info("fence granted", kv...)
+	case a.Outcome == statemachine.Acquiring && slices.Contains(r.Events, statemachine.PendingChanged):
+		s.log.Info("fence takeover pending", "domain", d.Domain, "cluster", p.Name, "uid", p.UID, "epoch", p.Epoch,
+			"holder", h.Name, "holderEpoch", h.Epoch, "leaseLeft", a.RetryAfter.String())
+	case a.Outcome == statemachine.Renewed && slices.Contains(r.Events, statemachine.PendingChanged):
+		s.log.Info("fence holder raised its epoch; pending takeover dropped", "domain", d.Domain, "cluster", h.Name, "epoch", h.Epoch)
+	}
+}

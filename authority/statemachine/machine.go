@@ -1,0 +1,231 @@
+package statemachine
+
+import "time"
+
+// Outcome is how the authority answers a declaration.
+type Outcome int
+
+const (
+	// Granted means the fence moved to the declaring cluster (cases 3 and 6); it
+	// gets a new token.
+	Granted Outcome = iota + 1
+	// Renewed means the holder's lease was renewed (case 4).
+	Renewed
+	// Fenced means another cluster holds the fence, or takes it over (cases 4
+	// and 5).
+	Fenced
+	// Regressed means the cluster declared below an epoch it declared before
+	// (case 2).
+	Regressed
+	// Acquiring means the takeover is recorded as pending until the holder's
+	// lease ends or the holder releases (case 6).
+	Acquiring
+)
+
+var outcomeNames = map[Outcome]string{
+	Granted: "granted", Renewed: "renewed", Fenced: "fenced", Regressed: "regressed", Acquiring: "acquiring",
+}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// GrantKind says how a grant came about.
+type GrantKind string
+
+const (
+	// GrantFirst means nobody held the fence of the domain before.
+	GrantFirst GrantKind = "first"
+	// GrantAfterRelease means the previous holder had released the fence.
+	GrantAfterRelease GrantKind = "after_release"
+	// GrantAfterExpiry means the previous holder's lease had ended without
+	// renewal (it is unreachable, or stopped declaring).
+	GrantAfterExpiry GrantKind = "after_expiry"
+)
+
+// FenceReason says why a declaration was fenced.
+type FenceReason int
+
+const (
+	// HeldByOther means another cluster holds the fence at an epoch at or above
+	// the declared one.
+	HeldByOther FenceReason = iota + 1
+	// TakeoverPending means the declaring cluster holds the fence, but a
+	// takeover by a higher epoch is pending; its lease is not renewed.
+	TakeoverPending
+	// OtherTakeoverPending means a third cluster's takeover at an epoch at or
+	// above the declared one is pending.
+	OtherTakeoverPending
+)
+
+// Answer is the authority's reply to a declaration, before it is stored.
+type Answer struct {
+	// Outcome is the kind of reply.
+	Outcome Outcome
+	// Grant says how a Granted fence came about.
+	Grant GrantKind
+	// Previous is the holder before a grant (nil for the first one).
+	Previous *Holder
+	// FenceReason says why a Fenced declaration was refused.
+	FenceReason FenceReason
+	// RetryAfter is, for Acquiring, the time left on the holder's lease.
+	RetryAfter time.Duration
+	// HighestEpoch is the highest epoch the cluster had declared before this
+	// declaration; for Regressed it is the epoch it fell below.
+	HighestEpoch uint64
+}
+
+// OK reports whether the declaring cluster holds the fence after the call.
+func (a Answer) OK() bool { return a.Outcome == Granted || a.Outcome == Renewed }
+
+// Result is the outcome of a declaration: the state to store, the answer,
+// and the changes watchers hear about.
+type Result struct {
+	State  State
+	Answer Answer
+	Events []EventType
+}
+
+// Machine applies the fence rules with the authority's settings.
+type Machine struct {
+	// LeaseTTL is how long a grant or renewal lasts.
+	LeaseTTL time.Duration
+}
+
+// Declare applies DeclareClusterEpoch(d) to s at the authority's time now.
+// It never changes s. A bad request returns a *FieldError (case 1); every
+// valid declaration, accepted or refused, records the cluster's epoch and
+// the time it was seen.
+func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) {
+	d.Domain = Normalize(d.Domain)
+	if err := d.Validate(); err != nil {
+		return Result{}, err
+	}
+	at := At(now)
+	next := s.Clone()
+	if next.Clusters == nil {
+		next.Clusters = map[string]Cluster{}
+	}
+	record, seen := next.Clusters[d.Cluster.UID]
+	answer := Answer{HighestEpoch: record.HighestEpoch}
+	record.Name = d.Cluster.Name
+	record.LastEpoch = d.Epoch
+	record.LastDeclaredAt = at
+	record.HighestEpoch = max(record.HighestEpoch, d.Epoch)
+	next.Clusters[d.Cluster.UID] = record
+
+	holder, pending := next.Holder, next.Pending
+	switch {
+	case seen && d.Epoch < answer.HighestEpoch: // case 2
+		answer.Outcome = Regressed
+
+	case holder == nil: // case 3
+		answer.Outcome, answer.Grant = Granted, GrantFirst
+		m.grant(&next, d, at)
+
+	case holder.Is(d.Cluster): // case 4
+		if pending != nil && pending.Epoch > d.Epoch {
+			answer.Outcome, answer.FenceReason = Fenced, TakeoverPending
+			break
+		}
+		answer.Outcome = Renewed
+		holder.Epoch = d.Epoch
+		holder.LeaseExpiresAt = at.Add(m.LeaseTTL)
+		holder.Released = false
+		next.Pending = nil
+
+	case d.Epoch <= holder.Epoch: // case 5, the holder's epoch
+		answer.Outcome, answer.FenceReason = Fenced, HeldByOther
+
+	case pending != nil && !pending.Is(d.Cluster) && pending.Epoch >= d.Epoch:
+		// Case 5, a third cluster's takeover. An equal epoch does not
+		// displace it either: the fence and its takeovers move only with a
+		// strictly higher epoch, so two standbys at one epoch cannot take
+		// the pending place from each other in turn.
+		answer.Outcome, answer.FenceReason = Fenced, OtherTakeoverPending
+
+	case holder.Released || at >= holder.LeaseExpiresAt: // case 6, the holder is gone
+		answer.Outcome, answer.Previous = Granted, holder
+		answer.Grant = GrantAfterExpiry
+		if holder.Released {
+			answer.Grant = GrantAfterRelease
+		}
+		m.grant(&next, d, at)
+
+	default: // case 6, the holder may still believe it is active
+		answer.Outcome = Acquiring
+		answer.RetryAfter = time.Duration(holder.LeaseExpiresAt - at)
+		requested := at
+		if pending != nil && pending.Is(d.Cluster) {
+			requested = pending.RequestedAt
+		}
+		next.Pending = &Pending{Name: d.Cluster.Name, UID: d.Cluster.UID, Epoch: d.Epoch, RequestedAt: requested}
+	}
+	return Result{State: next, Answer: answer, Events: Changes(s, next)}, nil
+}
+
+// grant makes the declaring cluster the holder. The token stays 0 until the
+// store commits the grant.
+func (m Machine) grant(s *State, d Declaration, at UnixNano) {
+	s.Holder = &Holder{
+		Name:           d.Cluster.Name,
+		UID:            d.Cluster.UID,
+		Epoch:          d.Epoch,
+		AcquiredAt:     at,
+		LeaseExpiresAt: at.Add(m.LeaseTTL),
+	}
+	s.Pending = nil
+}
+
+// ReleaseOutcome is how the authority answers a release.
+type ReleaseOutcome int
+
+const (
+	// Released means the holder gave the fence up now.
+	Released ReleaseOutcome = iota + 1
+	// AlreadyReleased means the holder had released it before; nothing changes.
+	AlreadyReleased
+	// NotHolder means the releasing cluster does not hold the fence (or nobody
+	// does).
+	NotHolder
+	// ReleaseRegressed means the releasing cluster holds the fence at a higher
+	// epoch than the release names.
+	ReleaseRegressed
+)
+
+var releaseOutcomeNames = map[ReleaseOutcome]string{
+	Released: "released", AlreadyReleased: "already_released", NotHolder: "not_holder", ReleaseRegressed: "regressed",
+}
+
+func (o ReleaseOutcome) String() string { return releaseOutcomeNames[o] }
+
+// ReleaseResult is the outcome of a release.
+type ReleaseResult struct {
+	State   State
+	Outcome ReleaseOutcome
+	Events  []EventType
+}
+
+// Release applies ReleaseFence(r) to s. It never changes s. A bad request
+// returns a *FieldError. Releasing marks the holder released, so a pending
+// takeover is granted on its next declaration; a release is not a
+// declaration and records nothing about the cluster.
+func (Machine) Release(s State, r Release) (ReleaseResult, error) {
+	r.Domain = Normalize(r.Domain)
+	if err := r.Validate(); err != nil {
+		return ReleaseResult{}, err
+	}
+	next := s.Clone()
+	result := ReleaseResult{State: next}
+	switch h := next.Holder; {
+	case h == nil || h.UID != r.ClusterUID:
+		result.Outcome = NotHolder
+	case r.Epoch < h.Epoch:
+		result.Outcome = ReleaseRegressed
+	case h.Released:
+		result.Outcome = AlreadyReleased
+	default:
+		result.Outcome = Released
+		h.Released = true
+	}
+	result.Events = Changes(s, next)
+	return result, nil
+}
