@@ -1,0 +1,599 @@
+package fenceagent
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+const (
+	testInterval = 5 * time.Second
+	testLease    = 15 * time.Second
+	testMargin   = 2 * time.Second
+)
+
+// stepUntil moves the fake clock forward by step until cond holds, giving
+// the agent a moment of real time after each step; it fails once more than
+// limit of fake time has passed.
+func (ta *testAgent) stepUntil(t *testing.T, step, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for elapsed := time.Duration(0); ; elapsed += step {
+		deadline := time.Now().Add(20 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if cond() {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if elapsed >= limit {
+			t.Fatalf("%s did not happen within %s of fake time", what, limit)
+		}
+		ta.clock.Step(step)
+	}
+}
+
+func (ta *testAgent) declarations(result answerKind) float64 {
+	return testutil.ToFloat64(ta.metrics.declarations.WithLabelValues(result.result()))
+}
+
+// transitionLogs returns the "to" status of each logged transition, marked
+// with the level: "E:" for errors, "I:" for info.
+func (ta *testAgent) transitionLogs() []string {
+	var out []string
+	for _, l := range ta.logs.all() {
+		if l.To == "" {
+			continue
+		}
+		if l.Error != "" {
+			out = append(out, "E:"+l.To)
+		} else {
+			out = append(out, "I:"+l.To)
+		}
+	}
+	return out
+}
+
+func unavailable() (*fencev1.DeclareClusterEpochResponse, error) {
+	return nil, status.Error(codes.Unavailable, "authority restarting")
+}
+
+func TestDeclaresAtStartOnIntervalAndOnWatchEvents(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, func(o *Options) { o.Domain = "payments" })
+	ta.start(t)
+
+	first := auth.next(t)
+	want := &fencev1.DeclareClusterEpochRequest{Domain: "payments", ClusterName: testSelf.Name, ClusterUid: testSelf.UID, Epoch: testSelf.Epoch}
+	if first.req.GetDomain() != want.Domain || first.req.GetClusterName() != want.ClusterName ||
+		first.req.GetClusterUid() != want.ClusterUid || first.req.GetEpoch() != want.Epoch {
+		t.Fatalf("declaration = %v, want %v", first.req, want)
+	}
+	first.grant(testLease, 1)
+	ta.waitStatus(t, fencestate.Active)
+	auth.noDeclaration(t)
+
+	// The next heartbeat comes within the interval (jittered below it).
+	ta.stepUntil(t, 100*time.Millisecond, testInterval, "the next heartbeat", func() bool { return len(auth.declares) > 0 })
+	auth.next(t).grant(testLease, 1)
+
+	// A watch event makes the agent declare at once, without waiting.
+	eventually(t, "the watch is open", func() bool { return auth.watchCount() == 1 })
+	auth.events <- &fencev1.WatchFenceResponse{Type: fencev1.FenceEventType_FENCE_EVENT_TYPE_PENDING_CHANGED}
+	call := auth.next(t)
+	call.answer(nil, refusalErr(ReasonClusterFenced, testSelf, 7, 0))
+	ta.waitStatus(t, fencestate.Fenced)
+}
+
+// TestStaleResultsAreDropped sends two declarations; the newer is answered
+// first, then the older one's answer (or error) arrives and must be ignored.
+func TestStaleResultsAreDropped(t *testing.T) {
+	tests := map[string]struct {
+		stale func(*declareCall)
+	}{
+		"a late refusal":          {stale: func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) }},
+		"a late unexpected error": {stale: func(c *declareCall) { c.answer(nil, status.Error(codes.Internal, "store failed")) }},
+		"a late Unimplemented":    {stale: func(c *declareCall) { c.answer(nil, status.Error(codes.Unimplemented, "old authority")) }},
+		"a late transient error":  {stale: func(c *declareCall) { c.answer(unavailable()) }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			auth, client := newScriptedAuthority(t)
+			ta := newTestAgent(t, client, nil)
+
+			older := make(chan outcome, 1)
+			go func() { older <- ta.declare(context.Background()) }()
+			slow := auth.next(t)
+			newer := make(chan outcome, 1)
+			go func() { newer <- ta.declare(context.Background()) }()
+			auth.next(t).grant(testLease, 3)
+			if o := <-newer; !o.applied || o.err != nil {
+				t.Fatalf("newer declaration: applied=%v err=%v", o.applied, o.err)
+			}
+			active := ta.Status()
+			if active.Status != fencestate.Active {
+				t.Fatalf("status after the newer answer = %s, want active", active.Status)
+			}
+
+			tc.stale(slow)
+			o := <-older
+			if o.applied || o.err != nil {
+				t.Errorf("older declaration: applied=%v err=%v, want dropped without error", o.applied, o.err)
+			}
+			if got := ta.Status(); got != active {
+				t.Errorf("state changed by a stale result:\n got %+v\nwant %+v", got, active)
+			}
+			if got := ta.store.statuses(testSelf.Name); !slices.Equal(got, []fencestate.Status{fencestate.Active}) {
+				t.Errorf("store saw %v, want only active", got)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Run("concurrent callers share one declaration; a cancelled caller returns at once", func(t *testing.T) {
+		auth, client := newScriptedAuthority(t)
+		ta := newTestAgent(t, client, nil)
+
+		type result struct {
+			state fencestate.State
+			err   error
+		}
+		results := make([]chan result, 3)
+		cancelled, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for i := range results {
+			ctx := context.Background()
+			if i == 2 {
+				ctx = cancelled
+			}
+			results[i] = make(chan result, 1)
+			go func() {
+				s, err := ta.Check(ctx)
+				results[i] <- result{s, err}
+			}()
+		}
+		call := auth.next(t)
+		eventually(t, "all callers wait", func() bool { return testutil.ToFloat64(ta.metrics.checkWaiters) == 3 })
+		auth.noDeclaration(t)
+
+		cancel()
+		r := <-results[2]
+		if !errors.Is(r.err, context.Canceled) || r.state.Status != fencestate.Unknown {
+			t.Errorf("cancelled caller got (%s, %v), want (unknown, context canceled)", r.state.Status, r.err)
+		}
+		if call.ctx.Err() != nil {
+			t.Fatalf("a caller's cancellation reached the shared declaration: %v", call.ctx.Err())
+		}
+
+		call.grant(testLease, 5)
+		for i := range 2 {
+			if r := <-results[i]; r.err != nil || r.state.Status != fencestate.Active {
+				t.Errorf("caller %d got (%s, %v), want (active, nil)", i, r.state.Status, r.err)
+			}
+		}
+		// Once answered, Check returns the state without a call.
+		if s, err := ta.Check(context.Background()); err != nil || s.Status != fencestate.Active {
+			t.Errorf("Check after the answer = (%s, %v)", s.Status, err)
+		}
+		auth.noDeclaration(t)
+	})
+
+	t.Run("the shared declaration finishes after every caller left", func(t *testing.T) {
+		auth, client := newScriptedAuthority(t)
+		ta := newTestAgent(t, client, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := ta.Check(ctx)
+			done <- err
+		}()
+		call := auth.next(t)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Check = %v, want context canceled", err)
+		}
+		call.grant(testLease, 5)
+		ta.waitStatus(t, fencestate.Active)
+		if last, _ := ta.store.last(testSelf.Name); last.Status != fencestate.Active {
+			t.Errorf("store holds %s, want active", last.Status)
+		}
+	})
+
+	t.Run("the shared declaration is bounded by the declare timeout", func(t *testing.T) {
+		auth, client := newScriptedAuthority(t)
+		ta := newTestAgent(t, client, func(o *Options) { o.DeclareTimeout = 50 * time.Millisecond })
+		done := make(chan error, 1)
+		go func() {
+			_, err := ta.Check(context.Background())
+			done <- err
+		}()
+		call := auth.next(t) // never answered
+		err := <-done
+		if st, ok := grpcStatus(err); !ok || st.Code() != codes.DeadlineExceeded {
+			t.Errorf("Check = %v, want DeadlineExceeded", err)
+		}
+		if call.ctx.Err() == nil {
+			t.Error("the authority still sees the call after the timeout")
+		}
+		if s := ta.Status(); s.Status != fencestate.Unknown {
+			t.Errorf("status = %s, want unknown", s.Status)
+		}
+	})
+}
+
+func TestUnimplementedIsUnsupported(t *testing.T) {
+	ta := newTestAgent(t, serve(t, nil), nil) // a gRPC server without the fence service
+	ta.start(t)
+	s := ta.waitStatus(t, fencestate.Unsupported)
+	if s.Reason != ReasonUnimplemented {
+		t.Errorf("reason = %q, want %q", s.Reason, ReasonUnimplemented)
+	}
+	for n := 2.0; n <= 3; n++ {
+		ta.stepUntil(t, 500*time.Millisecond, testInterval, "another heartbeat", func() bool { return ta.declarations(unsupported) >= n })
+	}
+	if got := ta.Status().Status; got != fencestate.Unsupported {
+		t.Errorf("status = %s after more heartbeats, want unsupported", got)
+	}
+	if got := ta.transitionLogs(); !slices.Equal(got, []string{"E:unsupported"}) {
+		t.Errorf("transition logs = %v, want one error entering unsupported", got)
+	}
+	if _, err := ta.Check(context.Background()); !isCode(err, codes.Unimplemented) {
+		t.Errorf("Check = %v, want the Unimplemented error", err)
+	}
+}
+
+func isCode(err error, c codes.Code) bool {
+	st, ok := grpcStatus(err)
+	return ok && st.Code() == c
+}
+
+// TestTransientErrorsKeepStatusUntilExpiry: failed calls change nothing, are
+// retried with backoff and are not logged; the status lapses to unknown only
+// when it expires.
+func TestTransientErrorsKeepStatusUntilExpiry(t *testing.T) {
+	tests := map[string]struct {
+		first      func(*declareCall)
+		want       fencestate.Status
+		lasts      time.Duration
+		wantReason string
+		wantLogs   []string
+	}{
+		"active lasts until send time + lease TTL - margin": {
+			first:      func(c *declareCall) { c.grant(testLease, 1) },
+			want:       fencestate.Active,
+			lasts:      testLease - testMargin,
+			wantReason: ReasonLeaseExpired,
+			wantLogs:   []string{"I:active", "E:unknown"},
+		},
+		"fenced lasts until three heartbeats without an answer when the lease TTL is unknown": {
+			first:      func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) },
+			want:       fencestate.Fenced,
+			lasts:      3 * testInterval,
+			wantReason: ReasonAuthorityUnreachable,
+			wantLogs:   []string{"E:fenced", "E:unknown"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			auth, client := newScriptedAuthority(t)
+			ta := newTestAgent(t, client, nil)
+			start := ta.clock.Now()
+			ta.start(t)
+			tc.first(auth.next(t))
+			before := ta.waitStatus(t, tc.want)
+
+			// A heartbeat fails ...
+			ta.stepUntil(t, 100*time.Millisecond, testInterval, "the next heartbeat", func() bool { return len(auth.declares) > 0 })
+			auth.next(t).answer(unavailable())
+			// ... and is retried well before the next interval.
+			ta.stepUntil(t, 50*time.Millisecond, time.Second, "a retry with backoff", func() bool { return len(auth.declares) > 0 })
+			auth.next(t).answer(unavailable())
+			auth.answerAll(t, func(*fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
+				return unavailable()
+			})
+
+			ta.clock.SetTime(start.Add(tc.lasts - time.Millisecond))
+			eventually(t, "more failed calls", func() bool { return ta.declarations(transient) >= 3 })
+			if got := ta.Status(); got != before {
+				t.Fatalf("status changed before it expired:\n got %+v\nwant %+v", got, before)
+			}
+			ta.clock.Step(time.Millisecond)
+			s := ta.waitStatus(t, fencestate.Unknown)
+			if s.Reason != tc.wantReason {
+				t.Errorf("reason = %q, want %q", s.Reason, tc.wantReason)
+			}
+			if got := ta.transitionLogs(); !slices.Equal(got, tc.wantLogs) {
+				t.Errorf("transition logs = %v, want %v", got, tc.wantLogs)
+			}
+			if n := len(ta.logs.all()); n != len(tc.wantLogs) {
+				t.Errorf("%d log lines, want only the %d transitions: %+v", n, len(tc.wantLogs), ta.logs.all())
+			}
+		})
+	}
+}
+
+// TestLeaseExpiresWithoutAnyAnswer: the local timer ends an active status
+// even when the pending renewal never returns.
+func TestLeaseExpiresWithoutAnyAnswer(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, func(o *Options) { o.DeclareTimeout = time.Minute; o.DeclareInterval = 2 * time.Minute })
+	start := ta.clock.Now()
+	ta.start(t)
+	auth.next(t).grant(testLease, 1)
+	active := ta.waitStatus(t, fencestate.Active)
+	if want := start.Add(testLease - testMargin).UnixNano(); active.ValidUntilNS != want {
+		t.Fatalf("valid until %d, want %d", active.ValidUntilNS, want)
+	}
+
+	// A renewal is sent and hangs (a watch event asks for it).
+	eventually(t, "the watch is open", func() bool { return auth.watchCount() == 1 })
+	auth.events <- &fencev1.WatchFenceResponse{Type: fencev1.FenceEventType_FENCE_EVENT_TYPE_SNAPSHOT}
+	hung := auth.next(t)
+
+	ta.clock.SetTime(start.Add(testLease - testMargin - time.Millisecond))
+	if got := ta.Status().Status; got != fencestate.Active {
+		t.Fatalf("status = %s before the lease ended", got)
+	}
+	ta.clock.Step(time.Millisecond)
+	s := ta.waitStatus(t, fencestate.Unknown)
+	if s.Reason != ReasonLeaseExpired || s.ValidUntilNS != 0 || s.Token != 0 {
+		t.Errorf("expired state = %+v", s)
+	}
+	if hung.ctx.Err() != nil {
+		t.Errorf("the renewal ended (%v): the test meant it to be pending", hung.ctx.Err())
+	}
+	if last, _ := ta.store.last(testSelf.Name); last.Status != fencestate.Unknown {
+		t.Errorf("store holds %s, want unknown", last.Status)
+	}
+}
+
+func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
+	fenced := func(holder fencestate.Cluster) func(*declareCall) {
+		return func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, holder, 7, 0)) }
+	}
+	tests := map[string]struct {
+		holder      bool
+		refusal     func(*declareCall)
+		writeFails  bool
+		wantRelease bool
+	}{
+		"holder told another cluster holds the fence": {
+			holder: true, refusal: fenced(testWest), wantRelease: true,
+		},
+		"holder still named holder while a takeover is pending": {
+			holder: true, refusal: fenced(testSelf), wantRelease: true,
+		},
+		"named holder by the authority although never granted here": {
+			refusal: fenced(testSelf), wantRelease: true,
+		},
+		"never holder": {
+			refusal: fenced(testWest), wantRelease: false,
+		},
+		"fenced could not be written: no release": {
+			holder: true, refusal: fenced(testWest), writeFails: true, wantRelease: false,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			auth, client := newScriptedAuthority(t)
+			ta := newTestAgent(t, client, nil)
+			var storeAtRelease atomic.Value
+			auth.onRelease = func(req *fencev1.ReleaseFenceRequest) error {
+				if req.GetClusterUid() != testSelf.UID || req.GetEpoch() != testSelf.Epoch || req.GetDomain() != DefaultDomain {
+					t.Errorf("release request = %v", req)
+				}
+				last, _ := ta.store.last(testSelf.Name)
+				storeAtRelease.Store(last.Status)
+				return nil
+			}
+			declare := func(answer func(*declareCall)) {
+				done := make(chan outcome, 1)
+				go func() { done <- ta.declare(context.Background()) }()
+				answer(auth.next(t))
+				<-done
+			}
+			if tc.holder {
+				declare(func(c *declareCall) { c.grant(testLease, 1) })
+			}
+			if tc.writeFails {
+				ta.writer.failWith(errStoreDown)
+			}
+			declare(tc.refusal)
+
+			if got := auth.releaseCount(); (got == 1) != tc.wantRelease || got > 1 {
+				t.Fatalf("%d releases, want release=%v", got, tc.wantRelease)
+			}
+			if tc.wantRelease && storeAtRelease.Load() != fencestate.Fenced {
+				t.Errorf("store held %v when the release was sent, want fenced", storeAtRelease.Load())
+			}
+			if !tc.writeFails {
+				return
+			}
+			// Once the store works again, the next refusal writes and
+			// releases.
+			ta.writer.failWith(nil)
+			declare(tc.refusal)
+			if got := auth.releaseCount(); got != 1 {
+				t.Errorf("%d releases after the store recovered, want 1", got)
+			}
+		})
+	}
+
+	t.Run("a failed release is retried on the next refusal, a done one is not repeated", func(t *testing.T) {
+		auth, client := newScriptedAuthority(t)
+		ta := newTestAgent(t, client, nil)
+		var fail atomic.Bool
+		fail.Store(true)
+		auth.onRelease = func(*fencev1.ReleaseFenceRequest) error {
+			if fail.Load() {
+				return status.Error(codes.Unavailable, "down")
+			}
+			return nil
+		}
+		declare := func(answer func(*declareCall)) {
+			done := make(chan outcome, 1)
+			go func() { done <- ta.declare(context.Background()) }()
+			answer(auth.next(t))
+			<-done
+		}
+		declare(func(c *declareCall) { c.grant(testLease, 1) })
+		declare(fenced(testWest))
+		fail.Store(false)
+		declare(fenced(testWest))
+		declare(fenced(testWest))
+		if got := auth.releaseCount(); got != 2 {
+			t.Errorf("%d releases, want 2 (one failed, one done)", got)
+		}
+	})
+}
+
+// TestTransitionsLogAndSignalOnce: heartbeats that change nothing log
+// nothing and signal nothing; each transition logs once at its level.
+func TestTransitionsLogAndSignalOnce(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, nil)
+	var fenced atomic.Bool
+	auth.answerAll(t, func(req *fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
+		if fenced.Load() {
+			return nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)
+		}
+		return grantResp(req, testLease, 1)
+	})
+	ta.start(t)
+	ta.waitStatus(t, fencestate.Active)
+	heartbeats := func(kind answerKind) {
+		for range 3 {
+			n := ta.declarations(kind) + 1
+			ta.stepUntil(t, 200*time.Millisecond, testInterval, "a heartbeat", func() bool { return ta.declarations(kind) >= n })
+		}
+	}
+	heartbeats(granted)
+	fenced.Store(true)
+	ta.stepUntil(t, 200*time.Millisecond, testInterval, "fenced", func() bool { return ta.Status().Status == fencestate.Fenced })
+	heartbeats(refusedFenced)
+
+	if got, want := ta.transitionLogs(), []string{"I:active", "E:fenced"}; !slices.Equal(got, want) {
+		t.Errorf("transition logs = %v, want %v", got, want)
+	}
+	if n := len(ta.logs.all()); n != 3 { // the two transitions and the release
+		t.Errorf("%d log lines, want 3: %+v", n, ta.logs.all())
+	}
+	for _, tr := range []struct{ from, to fencestate.Status }{{fencestate.Unknown, fencestate.Active}, {fencestate.Active, fencestate.Fenced}} {
+		if got := testutil.ToFloat64(ta.metrics.transitions.WithLabelValues(string(tr.from), string(tr.to))); got != 1 {
+			t.Errorf("transitions %s→%s = %v, want 1", tr.from, tr.to, got)
+		}
+	}
+	if got := testutil.ToFloat64(ta.metrics.status.WithLabelValues(string(fencestate.Fenced))); got != 1 {
+		t.Errorf("status gauge for fenced = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(ta.metrics.status.WithLabelValues(string(fencestate.Active))); got != 0 {
+		t.Errorf("status gauge for active = %v, want 0", got)
+	}
+	// Two transitions with nobody reading coalesce into one signal.
+	select {
+	case <-ta.Changes():
+	default:
+		t.Fatal("no change signalled")
+	}
+	select {
+	case <-ta.Changes():
+		t.Error("a second signal for transitions that were already signalled")
+	default:
+	}
+}
+
+func TestChangesSignalEveryTransition(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, nil)
+	declare := func(answer func(*declareCall)) {
+		done := make(chan outcome, 1)
+		go func() { done <- ta.declare(context.Background()) }()
+		answer(auth.next(t))
+		<-done
+	}
+	signalled := func() bool {
+		select {
+		case <-ta.Changes():
+			return true
+		default:
+			return false
+		}
+	}
+	steps := []struct {
+		answer func(*declareCall)
+		signal bool
+	}{
+		{func(c *declareCall) { c.grant(testLease, 1) }, true},
+		{func(c *declareCall) { c.grant(testLease, 1) }, false}, // a renewal is no transition
+		{func(c *declareCall) { c.answer(unavailable()) }, false},
+		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonFenceAcquiring, testWest, 7, time.Second)) }, true},
+		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterEpochRegressed, testWest, 7, 0)) }, true},
+	}
+	for i, s := range steps {
+		declare(s.answer)
+		if got := signalled(); got != s.signal {
+			t.Errorf("step %d: signalled = %v, want %v", i, got, s.signal)
+		}
+	}
+}
+
+func TestAcquiringAsksAgainAfterRetryAfter(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, nil)
+	ta.start(t)
+	auth.next(t).answer(nil, refusalErr(ReasonFenceAcquiring, testWest, 7, time.Second))
+	ta.waitStatus(t, fencestate.Acquiring)
+	// The holder's lease ends in a second: the agent asks again then,
+	// not at the next heartbeat.
+	ta.stepUntil(t, 100*time.Millisecond, 2*time.Second, "a declaration after retry_after", func() bool { return len(auth.declares) > 0 })
+	if elapsed := ta.clock.Since(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)); elapsed < time.Second {
+		t.Errorf("asked again after %s, before retry_after", elapsed)
+	}
+	auth.next(t).grant(testLease, 2)
+	ta.waitStatus(t, fencestate.Active)
+}
+
+func TestWatchReconnectsWithBackoff(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	auth.watchErrs <- status.Error(codes.Unavailable, "authority restarting")
+	auth.watchErrs <- status.Error(codes.Unavailable, "authority restarting")
+	ta := newTestAgent(t, client, nil)
+	ta.start(t)
+	auth.next(t).grant(testLease, 1)
+	ta.waitStatus(t, fencestate.Active)
+
+	ta.stepUntil(t, 50*time.Millisecond, 2*time.Second, "the watch is opened again", func() bool { return auth.watchCount() == 3 })
+	if got := testutil.ToFloat64(ta.metrics.watchRetries); got != 2 {
+		t.Errorf("watch reconnects = %v, want 2", got)
+	}
+	auth.noDeclaration(t)
+	auth.events <- &fencev1.WatchFenceResponse{Type: fencev1.FenceEventType_FENCE_EVENT_TYPE_SNAPSHOT}
+	auth.next(t).grant(testLease, 1)
+	if got := ta.transitionLogs(); !slices.Equal(got, []string{"I:active"}) {
+		t.Errorf("transition logs = %v: failed watch opens must not be logged", got)
+	}
+}
+
+func TestStartWritesTheInitialStateAndStartsOnce(t *testing.T) {
+	_, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, nil)
+	ta.start(t)
+	eventually(t, "data.fence is written", func() bool { _, ok := ta.store.last(testSelf.Name); return ok })
+	s, _ := ta.store.last(testSelf.Name)
+	if s.Status != fencestate.Unknown || s.Reason != ReasonNoAnswerYet || s.Cluster != testSelf || s.Domain != DefaultDomain {
+		t.Errorf("initial data.fence = %+v", s)
+	}
+	if err := ta.Start(context.Background()); err == nil {
+		t.Error("a second Start succeeded")
+	}
+}

@@ -1,0 +1,108 @@
+package fenceagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+func TestDecode(t *testing.T) {
+	req := &fencev1.DeclareClusterEpochRequest{ClusterName: testSelf.Name, ClusterUid: testSelf.UID, Epoch: testSelf.Epoch}
+	grant, _ := grantResp(req, 15*time.Second, 42)
+	fenced := refusalErr(ReasonClusterFenced, testWest, 7, 0)
+	otherDomain, _ := status.New(codes.FailedPrecondition, "refused").WithDetails(&errdetails.ErrorInfo{
+		Reason: ReasonClusterFenced, Domain: "example.com",
+	})
+
+	tests := map[string]struct {
+		resp           *fencev1.DeclareClusterEpochResponse
+		err            error
+		want           answerKind
+		wantHolder     fencestate.Cluster
+		wantTTL        time.Duration
+		wantToken      uint64
+		wantRetryAfter time.Duration
+		wantReason     string
+	}{
+		"OK grants the lease": {
+			resp: grant, want: granted, wantHolder: testSelf, wantTTL: 15 * time.Second, wantToken: 42,
+		},
+		"CLUSTER_FENCED names the holder": {
+			err: fenced, want: refusedFenced, wantHolder: testWest, wantReason: ReasonClusterFenced,
+		},
+		"CLUSTER_FENCED wrapped by a caller": {
+			err: fmt.Errorf("declare: %w", fenced), want: refusedFenced, wantHolder: testWest, wantReason: ReasonClusterFenced,
+		},
+		"CLUSTER_EPOCH_REGRESSED": {
+			err: refusalErr(ReasonClusterEpochRegressed, testWest, 7, 0), want: refusedRegressed, wantHolder: testWest, wantReason: ReasonClusterEpochRegressed,
+		},
+		"FENCE_ACQUIRING carries retry_after_ms": {
+			err: refusalErr(ReasonFenceAcquiring, testWest, 9, 1500*time.Millisecond), want: refusedAcquiring,
+			wantHolder: testWest, wantRetryAfter: 1500 * time.Millisecond, wantReason: ReasonFenceAcquiring,
+		},
+		"an unknown refusal reason is unexpected": {
+			err: refusalErr("CLUSTER_BANNED", testWest, 7, 0), want: unexpected, wantHolder: testWest, wantReason: ReasonUnexpectedError,
+		},
+		"ErrorInfo of another domain is unexpected": {
+			err: otherDomain.Err(), want: unexpected, wantReason: ReasonUnexpectedError,
+		},
+		"FailedPrecondition without ErrorInfo is unexpected": {
+			err: status.Error(codes.FailedPrecondition, "no"), want: unexpected, wantReason: ReasonUnexpectedError,
+		},
+		"Unimplemented is unsupported": {
+			err: status.Error(codes.Unimplemented, "unknown service"), want: unsupported, wantReason: ReasonUnimplemented,
+		},
+		"wrapped Unimplemented is unsupported": {
+			err: fmt.Errorf("call: %w", status.Error(codes.Unimplemented, "unknown service")), want: unsupported, wantReason: ReasonUnimplemented,
+		},
+		"Unavailable is transient":       {err: status.Error(codes.Unavailable, "connection refused"), want: transient},
+		"DeadlineExceeded is transient":  {err: status.Error(codes.DeadlineExceeded, "slow"), want: transient},
+		"ResourceExhausted is transient": {err: status.Error(codes.ResourceExhausted, "busy"), want: transient},
+		"Aborted is transient":           {err: status.Error(codes.Aborted, "conflict"), want: transient},
+		"wrapped Unavailable is transient": {
+			err: fmt.Errorf("call: %w", status.Error(codes.Unavailable, "down")), want: transient,
+		},
+		"a context deadline outside gRPC is transient": {
+			err: fmt.Errorf("call: %w", context.DeadlineExceeded), want: transient,
+		},
+		"InvalidArgument is unexpected": {
+			err: status.Error(codes.InvalidArgument, "cluster_name: not a DNS label"), want: unexpected, wantReason: ReasonUnexpectedError,
+		},
+		"PermissionDenied is unexpected": {
+			err: status.Error(codes.PermissionDenied, "client certificate not allowed"), want: unexpected, wantReason: ReasonUnexpectedError,
+		},
+		"a plain error is unexpected": {
+			err: errors.New("boom"), want: unexpected, wantReason: ReasonUnexpectedError,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := decode(tc.resp, tc.err)
+			if got.kind != tc.want {
+				t.Fatalf("kind = %s, want %s", got.kind.result(), tc.want.result())
+			}
+			if got.holder != tc.wantHolder {
+				t.Errorf("holder = %+v, want %+v", got.holder, tc.wantHolder)
+			}
+			if got.leaseTTL != tc.wantTTL || got.token != tc.wantToken || got.retryAfter != tc.wantRetryAfter {
+				t.Errorf("ttl, token, retry after = %s, %d, %s; want %s, %d, %s",
+					got.leaseTTL, got.token, got.retryAfter, tc.wantTTL, tc.wantToken, tc.wantRetryAfter)
+			}
+			if got.reason != tc.wantReason {
+				t.Errorf("reason = %q, want %q", got.reason, tc.wantReason)
+			}
+			if (got.err != nil) != (tc.err != nil) {
+				t.Errorf("err = %v, want it kept from %v", got.err, tc.err)
+			}
+		})
+	}
+}
