@@ -1,0 +1,430 @@
+package statemachine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const ttl = 15 * time.Second
+
+var (
+	t0    = time.Unix(1_700_000_000, 0)
+	east  = Identity{Name: "east", UID: "uid-east"}
+	west  = Identity{Name: "west", UID: "uid-west"}
+	north = Identity{Name: "north", UID: "uid-north"}
+)
+
+// at is t0 moved by d, as stored.
+func at(d time.Duration) UnixNano { return At(t0.Add(d)) }
+
+// holding is a holder granted at t0 with token 10, renewed last at
+// renewedAt (its lease ends ttl later).
+func holding(c Identity, epoch uint64, renewedAt time.Duration) *Holder {
+	return &Holder{Name: c.Name, UID: c.UID, Epoch: epoch, AcquiredAt: at(0), LeaseExpiresAt: at(renewedAt + ttl), Token: 10}
+}
+
+func released(h *Holder) *Holder { h.Released = true; return h }
+
+func pendingAt(c Identity, epoch uint64, requestedAt time.Duration) *Pending {
+	return &Pending{Name: c.Name, UID: c.UID, Epoch: epoch, RequestedAt: at(requestedAt)}
+}
+
+// seen records clusters as having declared their epoch at t0.
+func seen(clusters map[Identity]uint64) map[string]Cluster {
+	out := map[string]Cluster{}
+	for c, epoch := range clusters {
+		out[c.UID] = Cluster{Name: c.Name, HighestEpoch: epoch, LastEpoch: epoch, LastDeclaredAt: at(0)}
+	}
+	return out
+}
+
+func declare(c Identity, epoch uint64) Declaration {
+	return Declaration{Cluster: c, Epoch: epoch}
+}
+
+func TestDeclare(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	tests := map[string]struct {
+		state State
+		decl  Declaration
+		now   time.Duration // after t0
+
+		wantErrField string
+		want         Answer
+		wantHolder   *Holder
+		wantPending  *Pending
+		wantEvents   []EventType
+		// wantCluster is the declaring cluster's record afterwards; by
+		// default it has the declared epoch as last and highest epoch.
+		wantCluster *Cluster
+	}{
+		// Case 1: invalid arguments.
+		"1: empty cluster name": {decl: declare(Identity{UID: "u"}, 1), wantErrField: "cluster_name"},
+		"1: cluster name not a DNS label": {
+			decl: declare(Identity{Name: "West_1", UID: "u"}, 1), wantErrField: "cluster_name",
+		},
+		"1: cluster name too long": {
+			decl: declare(Identity{Name: strings.Repeat("a", 64), UID: "u"}, 1), wantErrField: "cluster_name",
+		},
+		"1: empty cluster uid":         {decl: declare(Identity{Name: "east"}, 1), wantErrField: "cluster_uid"},
+		"1: cluster uid with a space":  {decl: declare(Identity{Name: "east", UID: "a b"}, 1), wantErrField: "cluster_uid"},
+		"1: cluster uid far too long":  {decl: declare(Identity{Name: "east", UID: strings.Repeat("u", 129)}, 1), wantErrField: "cluster_uid"},
+		"1: epoch 0":                   {decl: declare(east, 0), wantErrField: "epoch"},
+		"1: domain not a DNS label":    {decl: Declaration{Domain: "Prod.Fence", Cluster: east, Epoch: 1}, wantErrField: "domain"},
+		"1: domain with an underscore": {decl: Declaration{Domain: "a_b", Cluster: east, Epoch: 1}, wantErrField: "domain"},
+		"1: named domain is accepted":  {decl: Declaration{Domain: "payments", Cluster: east, Epoch: 1}, want: Answer{Outcome: Granted, Grant: GrantFirst}, wantHolder: &Holder{Name: "east", UID: "uid-east", Epoch: 1, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)}, wantEvents: []EventType{HolderChanged}},
+
+		// Case 2: the cluster once declared a higher epoch.
+		"2: regressed below its highest epoch": {
+			state:       State{Holder: holding(west, 9, 0), Clusters: seen(map[Identity]uint64{east: 7, west: 9})},
+			decl:        declare(east, 5),
+			now:         time.Second,
+			want:        Answer{Outcome: Regressed, HighestEpoch: 7},
+			wantHolder:  holding(west, 9, 0),
+			wantCluster: &Cluster{Name: "east", HighestEpoch: 7, LastEpoch: 5, LastDeclaredAt: at(time.Second)},
+		},
+		"2: a regressed holder loses its renewal": {
+			state:       State{Holder: holding(east, 7, 0), Clusters: seen(map[Identity]uint64{east: 7})},
+			decl:        declare(east, 6),
+			now:         time.Second,
+			want:        Answer{Outcome: Regressed, HighestEpoch: 7},
+			wantHolder:  holding(east, 7, 0),
+			wantCluster: &Cluster{Name: "east", HighestEpoch: 7, LastEpoch: 6, LastDeclaredAt: at(time.Second)},
+		},
+		"2: regression is judged by uid, whatever the name": {
+			state:       State{Holder: holding(west, 9, 0), Clusters: seen(map[Identity]uint64{east: 7, west: 9})},
+			decl:        declare(Identity{Name: "east-restored", UID: east.UID}, 2),
+			want:        Answer{Outcome: Regressed, HighestEpoch: 7},
+			wantHolder:  holding(west, 9, 0),
+			wantCluster: &Cluster{Name: "east-restored", HighestEpoch: 7, LastEpoch: 2, LastDeclaredAt: at(0)},
+		},
+
+		// Case 3: nobody holds the fence yet.
+		"3: the first declaration wins": {
+			decl:        declare(east, 3),
+			now:         time.Second,
+			want:        Answer{Outcome: Granted, Grant: GrantFirst},
+			wantHolder:  &Holder{Name: "east", UID: "uid-east", Epoch: 3, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
+			wantEvents:  []EventType{HolderChanged},
+			wantCluster: &Cluster{Name: "east", HighestEpoch: 3, LastEpoch: 3, LastDeclaredAt: at(time.Second)},
+		},
+		"3: a cluster refused before may be first": {
+			state:      State{Clusters: seen(map[Identity]uint64{east: 2})},
+			decl:       declare(east, 2),
+			want:       Answer{Outcome: Granted, Grant: GrantFirst, HighestEpoch: 2},
+			wantHolder: &Holder{Name: "east", UID: "uid-east", Epoch: 2, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)},
+			wantEvents: []EventType{HolderChanged},
+		},
+
+		// Case 4: the holder declares.
+		"4: renewal extends the lease from now and keeps the token": {
+			state:       State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:        declare(east, 3),
+			now:         5 * time.Second,
+			want:        Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder:  holding(east, 3, 5*time.Second),
+			wantCluster: &Cluster{Name: "east", HighestEpoch: 3, LastEpoch: 3, LastDeclaredAt: at(5 * time.Second)},
+		},
+		"4: renewal after the lease ended, nobody took over": {
+			state:      State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declare(east, 3),
+			now:        time.Minute,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: holding(east, 3, time.Minute),
+		},
+		"4: the holder raises its epoch": {
+			state:      State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declare(east, 4),
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: holding(east, 4, 0),
+		},
+		"4: renewal clears a release when nobody waits": {
+			state:      State{Holder: released(holding(east, 3, 0)), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declare(east, 3),
+			now:        time.Second,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: holding(east, 3, time.Second),
+		},
+		"4: a pending higher epoch fences the holder without renewal": {
+			state:       State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:        declare(east, 3),
+			now:         time.Second,
+			want:        Answer{Outcome: Fenced, FenceReason: TakeoverPending, HighestEpoch: 3},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(west, 5, 0),
+		},
+		"4: a released holder stays fenced while a takeover waits": {
+			state:       State{Holder: released(holding(east, 3, 0)), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:        declare(east, 4),
+			want:        Answer{Outcome: Fenced, FenceReason: TakeoverPending, HighestEpoch: 3},
+			wantHolder:  released(holding(east, 3, 0)),
+			wantPending: pendingAt(west, 5, 0),
+			wantCluster: &Cluster{Name: "east", HighestEpoch: 4, LastEpoch: 4, LastDeclaredAt: at(0)},
+		},
+		"4: the holder at the pending epoch keeps the fence and drops the takeover": {
+			state:      State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:       declare(east, 5),
+			now:        time.Second,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: holding(east, 5, time.Second),
+			wantEvents: []EventType{PendingChanged},
+		},
+		"4: same uid under another name is another cluster": {
+			state:       State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:        declare(Identity{Name: "east2", UID: east.UID}, 3),
+			want:        Answer{Outcome: Fenced, FenceReason: HeldByOther, HighestEpoch: 3},
+			wantHolder:  holding(east, 3, 0),
+			wantCluster: &Cluster{Name: "east2", HighestEpoch: 3, LastEpoch: 3, LastDeclaredAt: at(0)},
+		},
+
+		// Case 5: another cluster holds the fence at or above the epoch.
+		"5: lower epoch than the holder's": {
+			state:      State{Holder: holding(east, 7, 0), Clusters: seen(map[Identity]uint64{east: 7})},
+			decl:       declare(west, 3),
+			want:       Answer{Outcome: Fenced, FenceReason: HeldByOther},
+			wantHolder: holding(east, 7, 0),
+		},
+		"5: equal epoch is fenced": {
+			state:      State{Holder: holding(east, 7, 0), Clusters: seen(map[Identity]uint64{east: 7})},
+			decl:       declare(west, 7),
+			want:       Answer{Outcome: Fenced, FenceReason: HeldByOther},
+			wantHolder: holding(east, 7, 0),
+		},
+		"5: equal epoch is fenced after the holder's lease ended": {
+			state:      State{Holder: holding(east, 7, 0), Clusters: seen(map[Identity]uint64{east: 7})},
+			decl:       declare(west, 7),
+			now:        time.Hour,
+			want:       Answer{Outcome: Fenced, FenceReason: HeldByOther},
+			wantHolder: holding(east, 7, 0),
+		},
+		"5: equal epoch is fenced after the holder released": {
+			state:      State{Holder: released(holding(east, 7, 0)), Clusters: seen(map[Identity]uint64{east: 7})},
+			decl:       declare(west, 7),
+			want:       Answer{Outcome: Fenced, FenceReason: HeldByOther},
+			wantHolder: released(holding(east, 7, 0)),
+		},
+		"5: a third cluster's higher pending takeover": {
+			state:       State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 6, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 6})},
+			decl:        declare(north, 5),
+			now:         time.Hour,
+			want:        Answer{Outcome: Fenced, FenceReason: OtherTakeoverPending},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(west, 6, 0),
+		},
+		"5: a third cluster's pending takeover at the same epoch": {
+			state:       State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 6, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 6})},
+			decl:        declare(north, 6),
+			want:        Answer{Outcome: Fenced, FenceReason: OtherTakeoverPending},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(west, 6, 0),
+		},
+
+		// Case 6: a higher epoch than the holder's.
+		"6: the holder's lease runs: the takeover waits": {
+			state:       State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:        declare(west, 5),
+			now:         4 * time.Second,
+			want:        Answer{Outcome: Acquiring, RetryAfter: ttl - 4*time.Second},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(west, 5, 4*time.Second),
+			wantEvents:  []EventType{PendingChanged},
+		},
+		"6: one nanosecond before the lease ends it still waits": {
+			state:       State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:        declare(west, 5),
+			now:         ttl - time.Nanosecond,
+			want:        Answer{Outcome: Acquiring, RetryAfter: time.Nanosecond},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(west, 5, ttl-time.Nanosecond),
+			wantEvents:  []EventType{PendingChanged},
+		},
+		"6: asking again keeps the first request time": {
+			state:       State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, time.Second), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:        declare(west, 5),
+			now:         10 * time.Second,
+			want:        Answer{Outcome: Acquiring, RetryAfter: 5 * time.Second, HighestEpoch: 5},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(west, 5, time.Second),
+		},
+		"6: the pending cluster raises its epoch": {
+			state:       State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, time.Second), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:        declare(west, 6),
+			now:         2 * time.Second,
+			want:        Answer{Outcome: Acquiring, RetryAfter: 13 * time.Second, HighestEpoch: 5},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(west, 6, time.Second),
+			wantEvents:  []EventType{PendingChanged},
+		},
+		"6: a higher third cluster displaces the pending takeover": {
+			state:       State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:        declare(north, 8),
+			now:         time.Second,
+			want:        Answer{Outcome: Acquiring, RetryAfter: 14 * time.Second},
+			wantHolder:  holding(east, 3, 0),
+			wantPending: pendingAt(north, 8, time.Second),
+			wantEvents:  []EventType{PendingChanged},
+		},
+		"6: the holder released: granted at once": {
+			state:      State{Holder: released(holding(east, 3, 0)), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:       declare(west, 5),
+			now:        time.Second,
+			want:       Answer{Outcome: Granted, Grant: GrantAfterRelease, Previous: released(holding(east, 3, 0)), HighestEpoch: 5},
+			wantHolder: &Holder{Name: "west", UID: "uid-west", Epoch: 5, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
+			wantEvents: []EventType{HolderChanged, PendingChanged},
+		},
+		"6: the holder's lease ended exactly now: granted": {
+			state:      State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:       declare(west, 5),
+			now:        ttl,
+			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0), HighestEpoch: 5},
+			wantHolder: &Holder{Name: "west", UID: "uid-west", Epoch: 5, AcquiredAt: at(ttl), LeaseExpiresAt: at(2 * ttl)},
+			wantEvents: []EventType{HolderChanged, PendingChanged},
+		},
+		"6: lease ended without a pending takeover: granted": {
+			state:      State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declare(west, 4),
+			now:        time.Minute,
+			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
+			wantHolder: &Holder{Name: "west", UID: "uid-west", Epoch: 4, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
+			wantEvents: []EventType{HolderChanged},
+		},
+		"6: a higher third cluster wins over a lower pending one once the lease ended": {
+			state:      State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:       declare(north, 6),
+			now:        time.Minute,
+			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
+			wantHolder: &Holder{Name: "north", UID: "uid-north", Epoch: 6, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
+			wantEvents: []EventType{HolderChanged, PendingChanged},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			before := tc.state.Clone()
+			got, err := machine.Declare(tc.state, tc.decl, t0.Add(tc.now))
+			if diff := cmp.Diff(before, tc.state); diff != "" {
+				t.Errorf("Declare changed its input state (-before +after):\n%s", diff)
+			}
+			if tc.wantErrField != "" {
+				var fieldErr *FieldError
+				if !errors.As(err, &fieldErr) || fieldErr.Field != tc.wantErrField {
+					t.Fatalf("error = %v, want a FieldError for %s", err, tc.wantErrField)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Declare: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got.Answer); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantHolder, got.State.Holder); diff != "" {
+				t.Errorf("holder (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantPending, got.State.Pending); diff != "" {
+				t.Errorf("pending (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEvents, got.Events); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			wantCluster := Cluster{Name: tc.decl.Cluster.Name, HighestEpoch: tc.decl.Epoch, LastEpoch: tc.decl.Epoch, LastDeclaredAt: at(tc.now)}
+			if tc.wantCluster != nil {
+				wantCluster = *tc.wantCluster
+			}
+			if diff := cmp.Diff(wantCluster, got.State.Clusters[tc.decl.Cluster.UID]); diff != "" {
+				t.Errorf("record of the declaring cluster (-want +got):\n%s", diff)
+			}
+			for uid, c := range tc.state.Clusters {
+				if uid != tc.decl.Cluster.UID && got.State.Clusters[uid] != c {
+					t.Errorf("record of cluster %s changed: %+v, then %+v", uid, c, got.State.Clusters[uid])
+				}
+			}
+		})
+	}
+}
+
+func TestRelease(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	tests := map[string]struct {
+		state        State
+		release      Release
+		wantErrField string
+		want         ReleaseOutcome
+		wantHolder   *Holder
+		wantEvents   []EventType
+	}{
+		"the holder releases": {
+			state:      State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, 0)},
+			release:    Release{ClusterUID: east.UID, Epoch: 3},
+			want:       Released,
+			wantHolder: released(holding(east, 3, 0)),
+			wantEvents: []EventType{HolderReleased},
+		},
+		"a higher epoch may release": {
+			state:      State{Holder: holding(east, 3, 0)},
+			release:    Release{ClusterUID: east.UID, Epoch: 9},
+			want:       Released,
+			wantHolder: released(holding(east, 3, 0)),
+			wantEvents: []EventType{HolderReleased},
+		},
+		"releasing twice changes nothing": {
+			state:      State{Holder: released(holding(east, 3, 0))},
+			release:    Release{ClusterUID: east.UID, Epoch: 3},
+			want:       AlreadyReleased,
+			wantHolder: released(holding(east, 3, 0)),
+		},
+		"another cluster cannot release": {
+			state:      State{Holder: holding(east, 3, 0)},
+			release:    Release{ClusterUID: west.UID, Epoch: 9},
+			want:       NotHolder,
+			wantHolder: holding(east, 3, 0),
+		},
+		"nobody holds the fence": {
+			release: Release{ClusterUID: east.UID, Epoch: 1},
+			want:    NotHolder,
+		},
+		"a lower epoch than the holder's cannot release": {
+			state:      State{Holder: holding(east, 3, 0)},
+			release:    Release{ClusterUID: east.UID, Epoch: 2},
+			want:       ReleaseRegressed,
+			wantHolder: holding(east, 3, 0),
+		},
+		"empty uid":  {release: Release{Epoch: 1}, wantErrField: "cluster_uid"},
+		"epoch 0":    {release: Release{ClusterUID: "u"}, wantErrField: "epoch"},
+		"bad domain": {release: Release{Domain: "-x", ClusterUID: "u", Epoch: 1}, wantErrField: "domain"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			before := tc.state.Clone()
+			got, err := machine.Release(tc.state, tc.release)
+			if diff := cmp.Diff(before, tc.state); diff != "" {
+				t.Errorf("Release changed its input state (-before +after):\n%s", diff)
+			}
+			if tc.wantErrField != "" {
+				var fieldErr *FieldError
+				if !errors.As(err, &fieldErr) || fieldErr.Field != tc.wantErrField {
+					t.Fatalf("error = %v, want a FieldError for %s", err, tc.wantErrField)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if got.Outcome != tc.want {
+				t.Errorf("outcome = %s, want %s", got.Outcome, tc.want)
+			}
+			if diff := cmp.Diff(tc.wantHolder, got.State.Holder); diff != "" {
+				t.Errorf("holder (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.state.Pending, got.State.Pending); diff != "" {
+				t.Errorf("a release changed the pending takeover (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEvents, got.Events); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
