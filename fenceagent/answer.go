@@ -74,8 +74,9 @@ type answer struct {
 	leaseTTL time.Duration
 	// retryAfter is FENCE_ACQUIRING's retry_after_ms.
 	retryAfter time.Duration
-	// declaredEpoch is the epoch the authority says was declared.
-	declaredEpoch uint64
+	// highestEpoch is, for CLUSTER_EPOCH_REGRESSED, the highest epoch this
+	// cluster declared before; 0 when not said.
+	highestEpoch uint64
 	// reason is the ErrorInfo reason or the agent's reason.
 	reason string
 	// err is the gRPC error, for every kind but granted.
@@ -128,8 +129,8 @@ func refusal(info *errdetails.ErrorInfo, err error) answer {
 			UID:   md["holder_uid"],
 			Epoch: parseUint(md["holder_epoch"]),
 		},
-		declaredEpoch: parseUint(md["declared_epoch"]),
-		retryAfter:    time.Duration(parseUint(md["retry_after_ms"])) * time.Millisecond,
+		highestEpoch: parseUint(md["highest_epoch"]),
+		retryAfter:   time.Duration(parseUint(md["retry_after_ms"])) * time.Millisecond,
 	}
 	switch info.GetReason() {
 	case ReasonClusterFenced:

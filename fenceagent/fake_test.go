@@ -419,8 +419,18 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // waitStatus waits until the agent's status is s.
 func (ta *testAgent) waitStatus(t testing.TB, s fencestate.Status) fencestate.State {
 	t.Helper()
-	eventually(t, "status is "+string(s), func() bool { return ta.Status().Status == s })
-	return ta.Status()
+	return waitStatus(t, ta.ClusterFence, s)
+}
+
+// waitStatus waits until c's status is s and returns that state.
+func waitStatus(t testing.TB, c *ClusterFence, s fencestate.Status) fencestate.State {
+	t.Helper()
+	var st fencestate.State
+	eventually(t, c.opts.ClusterName+"'s status is "+string(s), func() bool {
+		st = c.Status()
+		return st.Status == s
+	})
+	return st
 }
 
 var errStoreDown = errors.New("policy store unavailable")

@@ -98,6 +98,25 @@ func ValidateDomain(domain string) error {
 	return nil
 }
 
+// maxUIDLength is the longest cluster UID the authority accepts (a
+// Kubernetes UID has 36 characters).
+const maxUIDLength = 128
+
+// validateClusterUID applies the authority's rules for cluster UIDs, so that
+// a bad override fails at start instead of on every declaration.
+func validateClusterUID(uid string) error {
+	const how = "resolve it with ResolveClusterUID (the kube-system Namespace UID) or set --cluster-uid (FENCEGATE_CLUSTER_UID)"
+	switch {
+	case uid == "":
+		return errors.New("cluster UID is empty: " + how)
+	case len(uid) > maxUIDLength:
+		return fmt.Errorf("cluster UID is %d characters long, more than the %d the authority accepts: %s", len(uid), maxUIDLength, how)
+	case strings.ContainsFunc(uid, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Errorf("cluster UID %q contains spaces or control characters: %s", uid, how)
+	}
+	return nil
+}
+
 // withDefaults fills the zero values and checks everything, so that New
 // reports every mistake at once.
 func (o Options) withDefaults() (Options, error) {
@@ -130,8 +149,8 @@ func (o Options) withDefaults() (Options, error) {
 	if err := ValidateClusterName(o.ClusterName); err != nil {
 		errs = append(errs, err)
 	}
-	if strings.TrimSpace(o.ClusterUID) == "" {
-		errs = append(errs, errors.New("cluster UID is empty: resolve it with ResolveClusterUID (kube-system Namespace UID) or set --cluster-uid (FENCEGATE_CLUSTER_UID)"))
+	if err := validateClusterUID(o.ClusterUID); err != nil {
+		errs = append(errs, err)
 	}
 	if err := ValidateEpoch(o.Epoch); err != nil {
 		errs = append(errs, err)

@@ -43,8 +43,7 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 		return s, sent.Add(stale)
 	case refusedRegressed:
 		s.Status, s.LastSuccessNS = fencestate.EpochRegressed, sent.UnixNano()
-		s.Message = fmt.Sprintf("cluster %s declared epoch %d, but the same cluster (uid %s) declared a higher epoch before: it was restored from a backup or its epoch was lowered. It stays fenced; set its epoch above every epoch it declared before (and above the holder's, %s) to make it active again. Authority: %s",
-			r.self.Name, r.self.Epoch, r.self.UID, describe(a.holder), statusMessage(a.err))
+		s.Message = r.regressedMessage(a)
 		return s, sent.Add(stale)
 	case refusedAcquiring:
 		s.Status, s.LastSuccessNS = fencestate.Acquiring, sent.UnixNano()
@@ -88,6 +87,17 @@ func (r rules) granted(s fencestate.State, a answer, sent, now time.Time) (fence
 	}
 	s.Status, s.Token, s.ValidUntilNS = fencestate.Active, a.token, validUntil.UnixNano()
 	return s, validUntil
+}
+
+func (r rules) regressedMessage(a answer) string {
+	before := "a higher epoch"
+	fix := "set its epoch above every epoch it declared before"
+	if a.highestEpoch > 0 {
+		before = fmt.Sprintf("epoch %d", a.highestEpoch)
+		fix = fmt.Sprintf("set its epoch to at least %d", a.highestEpoch)
+	}
+	return fmt.Sprintf("cluster %s declared epoch %d, but the same cluster (uid %s) declared %s before: it was restored from a backup or its epoch was lowered. It stays fenced; %s, and above the holder's (%s) to take the fence over. Authority: %s",
+		r.self.Name, r.self.Epoch, r.self.UID, before, fix, describe(a.holder), statusMessage(a.err))
 }
 
 func (r rules) fencedMessage(a answer) string {

@@ -1,0 +1,291 @@
+package fenceagent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/authority/authoritytest"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// Timing of agents against the real authority: short, so that tests that
+// wait for heartbeats or leases stay quick.
+const (
+	liveInterval = time.Second
+	liveTimeout  = 500 * time.Millisecond
+)
+
+// liveAgent is an agent on the real clock, talking to a real authority.
+type liveAgent struct {
+	*ClusterFence
+	logs *capturedLogs
+	// stop ends the agent and waits for Start to return, like a pod that
+	// is replaced in a rollout.
+	stop func()
+}
+
+// runAgent starts an agent for cluster c that reaches the authority at addr
+// and writes into log under c's name.
+func runAgent(t testing.TB, addr string, log *storeLog, c fencestate.Cluster, edit func(*Options)) *liveAgent {
+	t.Helper()
+	conn, err := Dial(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &capturedLogs{}
+	opts := Options{
+		Client:          fencev1.NewFenceServiceClient(conn),
+		Writer:          &recordingWriter{name: c.Name, log: log},
+		ClusterName:     c.Name,
+		ClusterUID:      c.UID,
+		Epoch:           c.Epoch,
+		DeclareInterval: liveInterval,
+		DeclareTimeout:  liveTimeout,
+		Logger:          logs.logger(),
+		Registerer:      prometheus.NewRegistry(),
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	agent, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Start(ctx) }()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: Start: %v", c.Name, err)
+		}
+		_ = conn.Close()
+	})
+	t.Cleanup(stop)
+	return &liveAgent{ClusterFence: agent, logs: logs, stop: stop}
+}
+
+// exclusive makes the log check, on every write, that no two agents' last
+// written status is active at the same time: the property fencing exists
+// for. It returns the violations seen so far.
+func (l *storeLog) exclusive() func() []string {
+	last := map[string]fencestate.Status{}
+	var violations []string
+	l.onWrite = func(w storeWrite) {
+		last[w.agent] = w.state.Status
+		var active []string
+		for agent, s := range last {
+			if s == fencestate.Active {
+				active = append(active, agent)
+			}
+		}
+		if len(active) > 1 {
+			slices.Sort(active)
+			violations = append(violations, fmt.Sprintf("%v active at once, at %s's write", active, w.agent))
+		}
+	}
+	return func() []string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return slices.Clone(violations)
+	}
+}
+
+// before checks that a's first write of status as (at or after index from)
+// happened before b's first write of bs, and returns their indexes.
+func (l *storeLog) before(t testing.TB, a string, as fencestate.Status, b string, bs fencestate.Status, from int) {
+	t.Helper()
+	ia, wa := l.first(a, as, from)
+	ib, wb := l.first(b, bs, 0)
+	switch {
+	case ia < 0:
+		t.Fatalf("%s never wrote %s", a, as)
+	case ib < 0:
+		t.Fatalf("%s never wrote %s", b, bs)
+	case ia > ib || wa.at.After(wb.at):
+		t.Errorf("%s wrote %s (write #%d at %s) after %s wrote %s (write #%d at %s)",
+			a, as, ia, wa.at.Format(time.StampMicro), b, bs, ib, wb.at.Format(time.StampMicro))
+	default:
+		t.Logf("%s wrote %s %s before %s wrote %s", a, as, wb.at.Sub(wa.at), b, bs)
+	}
+}
+
+var (
+	east = fencestate.Cluster{Name: "east", UID: "2b1f0c9e-54a1-4d8e-9b0e-6f1d2c3b4a50", Epoch: 7}
+	west = fencestate.Cluster{Name: "west", UID: "7c3e1a2b-9d84-4f60-a1b2-c3d4e5f60718", Epoch: 7}
+)
+
+func withEpoch(c fencestate.Cluster, epoch uint64) fencestate.Cluster {
+	c.Epoch = epoch
+	return c
+}
+
+// TestTakeoverWithReachableHolder: raising west's epoch fences east, which
+// writes fenced and releases; west is active only after east stopped being.
+func TestTakeoverWithReachableHolder(t *testing.T) {
+	srv := authoritytest.Start(t, authoritytest.Options{})
+	log := &storeLog{}
+	violations := log.exclusive()
+
+	eastAgent := runAgent(t, srv.Addr, log, east, nil)
+	eastActive := waitStatus(t, eastAgent.ClusterFence, fencestate.Active)
+
+	// West at the same epoch stays fenced: failover needs a higher epoch.
+	westAgent := runAgent(t, srv.Addr, log, west, nil)
+	fenced := waitStatus(t, westAgent.ClusterFence, fencestate.Fenced)
+	if fenced.Holder != east || fenced.Reason != ReasonClusterFenced {
+		t.Errorf("west fenced by %+v (%s), want east", fenced.Holder, fenced.Reason)
+	}
+	if !strings.Contains(fenced.Message, "raise its epoch above 7") {
+		t.Errorf("fenced message %q does not say what to do", fenced.Message)
+	}
+
+	// Failover: west is rolled out with a higher epoch.
+	westAgent.stop()
+	west8 := withEpoch(west, 8)
+	westAgent = runAgent(t, srv.Addr, log, west8, nil)
+	westActive := waitStatus(t, westAgent.ClusterFence, fencestate.Active)
+	eastFenced := waitStatus(t, eastAgent.ClusterFence, fencestate.Fenced)
+
+	iActive, _ := log.first(east.Name, fencestate.Active, 0)
+	log.before(t, east.Name, fencestate.Fenced, west.Name, fencestate.Active, iActive)
+	if v := violations(); len(v) > 0 {
+		t.Errorf("two clusters active at once: %v", v)
+	}
+	if got, want := log.statuses(east.Name), []fencestate.Status{fencestate.Unknown, fencestate.Active, fencestate.Fenced}; !slices.Equal(got, want) {
+		t.Errorf("east wrote %v, want %v", got, want)
+	}
+	if got, want := log.statuses(west.Name), []fencestate.Status{
+		fencestate.Unknown, fencestate.Fenced, // west at epoch 7
+		fencestate.Unknown, fencestate.Acquiring, fencestate.Active, // west at epoch 8
+	}; !slices.Equal(got, want) {
+		t.Errorf("west wrote %v, want %v", got, want)
+	}
+	if eastFenced.Holder.UID != east.UID && eastFenced.Holder != west8 {
+		t.Errorf("east fenced by %+v", eastFenced.Holder)
+	}
+	if westActive.Token <= eastActive.Token {
+		t.Errorf("west's token %d is not above east's %d", westActive.Token, eastActive.Token)
+	}
+	released := slices.ContainsFunc(eastAgent.logs.all(), func(l logLine) bool { return strings.HasPrefix(l.Msg, "released the fence") })
+	if !released {
+		t.Error("east did not release the fence")
+	}
+	got, err := srv.Client(t).GetFence(context.Background(), &fencev1.GetFenceRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := got.GetFence().GetHolder(); h.GetClusterUid() != west.UID || h.GetEpoch() != 8 || h.GetToken() != westActive.Token {
+		t.Errorf("authority's holder = %v, want west at epoch 8 with token %d", h, westActive.Token)
+	}
+}
+
+// TestPartitionedHolderLapsesBeforeTakeover: east loses the authority; its
+// own timer makes it unknown before the authority lets west (raised epoch)
+// take over at the end of east's lease.
+func TestPartitionedHolderLapsesBeforeTakeover(t *testing.T) {
+	const lease = 2 * time.Second
+	srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: lease})
+	proxy := startProxy(t, srv.Addr)
+	log := &storeLog{}
+	violations := log.exclusive()
+	fast := func(o *Options) {
+		o.DeclareInterval, o.DeclareTimeout, o.LeaseMargin = 400*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond
+	}
+
+	eastAgent := runAgent(t, proxy.Addr, log, east, fast)
+	waitStatus(t, eastAgent.ClusterFence, fencestate.Active)
+	proxy.Cut()
+	westAgent := runAgent(t, srv.Addr, log, withEpoch(west, 8), fast)
+
+	waitStatus(t, westAgent.ClusterFence, fencestate.Active)
+	lapsed := waitStatus(t, eastAgent.ClusterFence, fencestate.Unknown)
+	if lapsed.Reason != ReasonLeaseExpired {
+		t.Errorf("east unknown because %s, want %s", lapsed.Reason, ReasonLeaseExpired)
+	}
+	iActive, _ := log.first(east.Name, fencestate.Active, 0)
+	log.before(t, east.Name, fencestate.Unknown, west.Name, fencestate.Active, iActive)
+	if v := violations(); len(v) > 0 {
+		t.Errorf("two clusters active at once: %v", v)
+	}
+	if testutil.ToFloat64(eastAgent.metrics.declarations.WithLabelValues(transient.result())) == 0 {
+		t.Error("east saw no failed declaration: the proxy did not cut it off")
+	}
+}
+
+// TestRestoredCluster: a cluster restored from a snapshot keeps its UID, so a
+// lower epoch is epoch_regressed; one rebuilt from manifests has a new UID
+// and is merely fenced.
+func TestRestoredCluster(t *testing.T) {
+	tests := map[string]struct {
+		restored    fencestate.Cluster
+		want        fencestate.Status
+		wantMessage string
+	}{
+		"restored from an etcd snapshot: same UID, lower epoch": {
+			restored:    withEpoch(east, 5),
+			want:        fencestate.EpochRegressed,
+			wantMessage: "set its epoch to at least 7",
+		},
+		"rebuilt from manifests: new UID, lower epoch": {
+			restored:    fencestate.Cluster{Name: "east", UID: "0f0e0d0c-0b0a-4908-8706-050403020100", Epoch: 5},
+			want:        fencestate.Fenced,
+			wantMessage: "raise its epoch above 7",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := authoritytest.Start(t, authoritytest.Options{})
+			log := &storeLog{}
+			before := runAgent(t, srv.Addr, log, east, nil)
+			waitStatus(t, before.ClusterFence, fencestate.Active)
+			before.stop()
+
+			after := runAgent(t, srv.Addr, log, tc.restored, nil)
+			s := waitStatus(t, after.ClusterFence, tc.want)
+			if !strings.Contains(s.Message, tc.wantMessage) {
+				t.Errorf("message %q does not contain %q", s.Message, tc.wantMessage)
+			}
+			if s.Cluster != tc.restored || s.Holder.Epoch != 7 {
+				t.Errorf("state names cluster %+v, holder %+v", s.Cluster, s.Holder)
+			}
+		})
+	}
+}
+
+// TestAuthorityRestart: the holder keeps its status through a restart of
+// the authority (failed heartbeats are transient), reconnects its watch, and
+// still hears a takeover at once.
+func TestAuthorityRestart(t *testing.T) {
+	srv := authoritytest.Start(t, authoritytest.Options{})
+	log := &storeLog{}
+	violations := log.exclusive()
+	eastAgent := runAgent(t, srv.Addr, log, east, nil)
+	waitStatus(t, eastAgent.ClusterFence, fencestate.Active)
+
+	srv.Restart(t)
+	eventually(t, "east's watch reconnects", func() bool { return testutil.ToFloat64(eastAgent.metrics.watchRetries) >= 1 })
+	ok := testutil.ToFloat64(eastAgent.metrics.declarations.WithLabelValues(granted.result()))
+	eventually(t, "east renews after the restart", func() bool {
+		return testutil.ToFloat64(eastAgent.metrics.declarations.WithLabelValues(granted.result())) > ok
+	})
+	if got := log.statuses(east.Name); !slices.Equal(got, []fencestate.Status{fencestate.Unknown, fencestate.Active}) {
+		t.Errorf("east wrote %v across the restart, want to stay active", got)
+	}
+
+	westAgent := runAgent(t, srv.Addr, log, withEpoch(west, 8), nil)
+	waitStatus(t, westAgent.ClusterFence, fencestate.Active)
+	waitStatus(t, eastAgent.ClusterFence, fencestate.Fenced)
+	if v := violations(); len(v) > 0 {
+		t.Errorf("two clusters active at once: %v", v)
+	}
+}
