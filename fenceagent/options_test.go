@@ -1,0 +1,140 @@
+package fenceagent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+)
+
+func TestNewValidatesOptions(t *testing.T) {
+	valid := func() Options {
+		return Options{
+			Client: fencev1.NewFenceServiceClient(nil), Writer: &recordingWriter{log: &storeLog{}},
+			ClusterName: "east", ClusterUID: testSelf.UID, Epoch: 1,
+		}
+	}
+	tests := map[string]struct {
+		edit func(*Options)
+		// wantErr lists what the error must say; empty means valid.
+		wantErr []string
+	}{
+		"defaults fill the rest": {edit: func(*Options) {}},
+		"no client":              {edit: func(o *Options) { o.Client = nil }, wantErr: []string{"no fence authority client", "Dial"}},
+		"no writer":              {edit: func(o *Options) { o.Writer = nil }, wantErr: []string{"no data.fence writer"}},
+		"empty cluster name":     {edit: func(o *Options) { o.ClusterName = "" }, wantErr: []string{"cluster name is empty", "--cluster-name"}},
+		"cluster name not a DNS label": {
+			edit: func(o *Options) { o.ClusterName = "East_1" }, wantErr: []string{`cluster name "East_1" is not a DNS label`, "lower-case"},
+		},
+		"domain not a DNS label": {edit: func(o *Options) { o.Domain = "Payments!" }, wantErr: []string{`fence domain "Payments!"`}},
+		"empty cluster UID":      {edit: func(o *Options) { o.ClusterUID = "" }, wantErr: []string{"cluster UID is empty", "--cluster-uid", "FENCEGATE_CLUSTER_UID"}},
+		"cluster UID with spaces": {
+			edit: func(o *Options) { o.ClusterUID = "a b" }, wantErr: []string{`cluster UID "a b" contains spaces`},
+		},
+		"cluster UID too long": {
+			edit: func(o *Options) { o.ClusterUID = strings.Repeat("a", 129) }, wantErr: []string{"129 characters long"},
+		},
+		"epoch 0": {edit: func(o *Options) { o.Epoch = 0 }, wantErr: []string{"epoch is 0", "--epoch", "1 or more"}},
+		"timeout not below interval": {
+			edit:    func(o *Options) { o.DeclareInterval, o.DeclareTimeout = time.Second, time.Second },
+			wantErr: []string{"declare timeout 1s is not shorter than the declare interval 1s"},
+		},
+		"negative margin": {edit: func(o *Options) { o.LeaseMargin = -time.Second }, wantErr: []string{"lease margin -1s is negative"}},
+		"every mistake at once": {
+			edit:    func(o *Options) { o.ClusterName, o.Epoch = "", 0 },
+			wantErr: []string{"cluster name is empty", "epoch is 0"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			opts := valid()
+			tc.edit(&opts)
+			c, err := New(opts)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.opts.Domain != DefaultDomain || c.opts.DeclareInterval != DefaultDeclareInterval ||
+					c.opts.DeclareTimeout != DefaultDeclareTimeout || c.opts.LeaseMargin != DefaultLeaseMargin || c.opts.Clock == nil {
+					t.Errorf("defaults not applied: %+v", c.opts)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("New accepted invalid options")
+			}
+			for _, part := range tc.wantErr {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("error %q does not say %q", err, part)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRegistersMetricsOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	opts := Options{
+		Client: fencev1.NewFenceServiceClient(nil), Writer: &recordingWriter{log: &storeLog{}},
+		ClusterName: "east", ClusterUID: testSelf.UID, Epoch: 1, Registerer: reg,
+	}
+	if _, err := New(opts); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	for _, want := range []string{"fencegate_fence_status", "fencegate_fence_declarations_total", "fencegate_fence_declaration_duration_seconds"} {
+		if !names[want] {
+			t.Errorf("metric %s not registered (got %v)", want, names)
+		}
+	}
+	if _, err := New(opts); err == nil || !strings.Contains(err.Error(), "one fence agent per registry") {
+		t.Errorf("second agent on one registry: %v", err)
+	}
+}
+
+func TestValidateClusterNameAndEpoch(t *testing.T) {
+	names := map[string]struct {
+		name    string
+		wantErr string
+	}{
+		"a DNS label":     {name: "east-1"},
+		"63 characters":   {name: strings.Repeat("a", 63)},
+		"64 characters":   {name: strings.Repeat("a", 64), wantErr: "at most 63"},
+		"upper case":      {name: "East", wantErr: "lower-case"},
+		"leading hyphen":  {name: "-east", wantErr: "starting and ending with a letter or digit"},
+		"a dotted domain": {name: "east.example.com", wantErr: "not a DNS label"},
+	}
+	for name, tc := range names {
+		t.Run("name/"+name, func(t *testing.T) {
+			err := ValidateClusterName(tc.name)
+			if (err != nil) != (tc.wantErr != "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ValidateClusterName(%q) = %v, want error containing %q", tc.name, err, tc.wantErr)
+			}
+		})
+	}
+	epochs := map[string]struct {
+		epoch   uint64
+		wantErr bool
+	}{
+		"0 is unset": {epoch: 0, wantErr: true},
+		"1":          {epoch: 1},
+		"the top":    {epoch: ^uint64(0)},
+	}
+	for name, tc := range epochs {
+		t.Run("epoch/"+name, func(t *testing.T) {
+			if err := ValidateEpoch(tc.epoch); (err != nil) != tc.wantErr {
+				t.Errorf("ValidateEpoch(%d) = %v", tc.epoch, err)
+			}
+		})
+	}
+}
