@@ -57,6 +57,8 @@ func NewServer(service *Service, opts ...grpc.ServerOption) *Server {
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	run, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Report health before serving, so no client sees it unknown.
+	s.checkHealth(run)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.monitorHealth(run) })
 	wg.Go(func() {
@@ -82,20 +84,24 @@ func (s *Server) monitorHealth(ctx context.Context) {
 	ticker := time.NewTicker(healthInterval)
 	defer ticker.Stop()
 	for {
-		check, cancel := context.WithTimeout(ctx, healthTimeout)
-		st := healthpb.HealthCheckResponse_SERVING
-		if s.service.Check(check) != nil {
-			st = healthpb.HealthCheckResponse_NOT_SERVING
-		}
-		cancel()
-		// After Shutdown the health server ignores updates, so a check cut
-		// short by the stop cannot turn it back to SERVING.
-		s.health.SetServingStatus("", st)
-		s.health.SetServingStatus(fencev1.FenceService_ServiceDesc.ServiceName, st)
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+			s.checkHealth(ctx)
 		}
 	}
+}
+
+func (s *Server) checkHealth(ctx context.Context) {
+	check, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	st := healthpb.HealthCheckResponse_SERVING
+	if s.service.Check(check) != nil {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	// After Shutdown the health server ignores updates, so a check cut
+	// short by the stop cannot turn it back to SERVING.
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(fencev1.FenceService_ServiceDesc.ServiceName, st)
 }

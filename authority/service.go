@@ -123,7 +123,7 @@ func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceReq
 		ClusterUID: req.GetClusterUid(),
 		Epoch:      req.GetEpoch(),
 	}
-	result, err := s.store.Release(ctx, r)
+	result, snap, err := s.store.Release(ctx, r)
 	if err != nil {
 		s.metrics.releases.WithLabelValues(resultLabel(err)).Inc()
 		return nil, s.failure("release", err)
@@ -134,10 +134,6 @@ func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceReq
 		if result.Outcome == statemachine.Released {
 			h := result.State.Holder
 			s.log.Info("fence released", "domain", r.Domain, "cluster", h.Name, "uid", h.UID, "epoch", h.Epoch, "token", h.Token)
-		}
-		snap, err := s.store.Get(ctx, r.Domain)
-		if err != nil {
-			return nil, s.failure("read after release", err)
 		}
 		return &fencev1.ReleaseFenceResponse{Fence: fenceProto(snap, s.store.LeaseTTL())}, nil
 	default:

@@ -140,10 +140,11 @@ func (s *Store) Declare(ctx context.Context, d statemachine.Declaration) (statem
 }
 
 // Release applies a release and stores its result, if it changes anything.
-func (s *Store) Release(ctx context.Context, r statemachine.Release) (statemachine.ReleaseResult, error) {
+// It returns the fence after the release.
+func (s *Store) Release(ctx context.Context, r statemachine.Release) (statemachine.ReleaseResult, Snapshot, error) {
 	r.Domain = statemachine.Normalize(r.Domain)
 	if err := r.Validate(); err != nil {
-		return statemachine.ReleaseResult{}, err
+		return statemachine.ReleaseResult{}, Snapshot{}, err
 	}
 	var result statemachine.ReleaseResult
 	committed, err := s.update(ctx, r.Domain, func(cur statemachine.State, _ time.Time) (statemachine.State, bool, error) {
@@ -152,10 +153,10 @@ func (s *Store) Release(ctx context.Context, r statemachine.Release) (statemachi
 		return result.State, result.Outcome == statemachine.Released, err
 	})
 	if err != nil {
-		return statemachine.ReleaseResult{}, err
+		return statemachine.ReleaseResult{}, Snapshot{}, err
 	}
 	result.State = committed.State
-	return result, nil
+	return result, committed, nil
 }
 
 // Get reads a domain's fence with a linearizable read.
@@ -189,7 +190,8 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // step computes the next state from the current one at the authority's
-// time; write=false means nothing needs storing.
+// time; write=false means nothing needs storing, though the answer is still
+// checked against the current record.
 type step func(cur statemachine.State, now time.Time) (next statemachine.State, write bool, err error)
 
 // update runs one read-apply-write cycle on a domain's record: it applies
@@ -214,12 +216,12 @@ func (s *Store) update(ctx context.Context, domain string, next step) (Snapshot,
 		cur, err := s.current(ctx, entry, domain)
 		if err == nil {
 			state, write, stepErr := next(cur.State, s.clock.Now())
-			if stepErr != nil || !write {
-				return cur, stepErr
+			if stepErr != nil {
+				return Snapshot{}, stepErr
 			}
 			var committed Snapshot
 			var ok bool
-			committed, ok, err = s.commit(ctx, cur, state)
+			committed, ok, err = s.commit(ctx, cur, state, write)
 			switch {
 			case err != nil:
 			case ok:
@@ -267,15 +269,21 @@ func (s *Store) current(ctx context.Context, entry *domainEntry, domain string) 
 
 // commit writes state if the record is still at cur's revision. It returns
 // the committed snapshot and true, or the record that is current instead
-// and false.
-func (s *Store) commit(ctx context.Context, cur Snapshot, state statemachine.State) (Snapshot, bool, error) {
+// and false. With write false it writes nothing but still checks the
+// revision in a transaction: an answer that changes nothing (a refused
+// release) must not come from a record another replica has changed since
+// this one cached it.
+func (s *Store) commit(ctx context.Context, cur Snapshot, state statemachine.State, write bool) (Snapshot, bool, error) {
 	domain := cur.Domain
-	value, err := json.Marshal(record{Version: recordVersion, State: state})
-	if err != nil {
-		return Snapshot{}, false, fmt.Errorf("encode fence of domain %q: %w", domain, err)
+	var ops []clientv3.Op
+	granting := write && state.Holder != nil && state.Holder.Token == 0
+	if write {
+		value, err := json.Marshal(record{Version: recordVersion, State: state})
+		if err != nil {
+			return Snapshot{}, false, fmt.Errorf("encode fence of domain %q: %w", domain, err)
+		}
+		ops = append(ops, clientv3.OpPut(s.stateKey(domain), string(value)))
 	}
-	ops := []clientv3.Op{clientv3.OpPut(s.stateKey(domain), string(value))}
-	granting := state.Holder != nil && state.Holder.Token == 0
 	if granting {
 		g, err := json.Marshal(grantRecord{
 			Version: recordVersion, Name: state.Holder.Name, UID: state.Holder.UID,
@@ -303,6 +311,9 @@ func (s *Store) commit(ctx context.Context, cur Snapshot, state statemachine.Sta
 		return current, false, err
 	}
 	s.metrics.txnDuration.WithLabelValues("committed").Observe(elapsed)
+	if !write {
+		return cur, true, nil
+	}
 	rev := resp.Header.Revision
 	if granting {
 		state.Holder.Token = uint64(rev)
