@@ -1,0 +1,554 @@
+package charts
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Names the fencegate chart gives its objects for release "fg".
+const (
+	fullname      = "fg-fencegate"
+	webhookSvc    = "fg-fencegate-webhook"
+	webhookSecret = "fg-fencegate-webhook-tls"
+	leaderID      = "fg-fencegate-controller"
+	selfUser      = "system:serviceaccount:" + namespace + ":" + fullname
+)
+
+// fencegateRender is the fencegate chart rendered for one values file, with
+// its main objects decoded.
+type fencegateRender struct {
+	rendered
+	deploy      appsv1.Deployment
+	container   corev1.Container
+	vwc         admissionregistrationv1.ValidatingWebhookConfiguration
+	mwc         admissionregistrationv1.MutatingWebhookConfiguration
+	clusterRole rbacv1.ClusterRole
+	config      map[string]any
+}
+
+func renderFencegate(t *testing.T, h *helmTool, valuesFiles []string, extra ...string) fencegateRender {
+	t.Helper()
+	r := fencegateRender{rendered: h.render(t, fencegateChart, valuesFiles, extra...)}
+	r.get(t, "Deployment", fullname, &r.deploy)
+	r.container = r.deploy.Spec.Template.Spec.Containers[0]
+	r.get(t, "ValidatingWebhookConfiguration", fullname, &r.vwc)
+	r.get(t, "MutatingWebhookConfiguration", fullname, &r.mwc)
+	r.get(t, "ClusterRole", fullname, &r.clusterRole)
+	var cm corev1.ConfigMap
+	r.get(t, "ConfigMap", fullname+"-config", &cm)
+	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &r.config); err != nil {
+		t.Fatalf("config.yaml: %v", err)
+	}
+	return r
+}
+
+// env returns the value of an environment variable of the container, or
+// "<unset>".
+func env(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			if e.ValueFrom != nil {
+				return "<from " + e.ValueFrom.String() + ">"
+			}
+			return e.Value
+		}
+	}
+	return "<unset>"
+}
+
+func volume(spec corev1.PodSpec, name string) *corev1.Volume {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == name {
+			return &spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// rulesFor returns the RBAC rules that grant on a resource.
+func rulesFor(rules []rbacv1.PolicyRule, resource string) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range rules {
+		if slices.Contains(r.Resources, resource) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func wantEnv(t *testing.T, c corev1.Container, want map[string]string) {
+	t.Helper()
+	for name, value := range want {
+		if got := env(c, name); got != value {
+			t.Errorf("env %s = %q, want %q", name, got, value)
+		}
+	}
+}
+
+// shippedPolicies reads the repository's policies, as the binary embeds
+// them: every .rego file but the tests.
+func shippedPolicies(t *testing.T, h *helmTool) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(h.root, "policies", "*.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.rego") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = string(b)
+	}
+	if len(out) == 0 {
+		t.Fatal("no shipped policies in policies/")
+	}
+	return out
+}
+
+func TestFencegateChart(t *testing.T) {
+	h := newHelm(t)
+	ci := func(name string) []string { return []string{filepath.Join(h.chartDir(fencegateChart), "ci", name)} }
+
+	tests := map[string]struct {
+		values []string
+		check  func(t *testing.T, r fencegateRender)
+	}{
+		"defaults: self-signed certificates, shipped policies, deny": {
+			values: ci("defaults-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				wantEnv(t, r.container, map[string]string{
+					"FENCEGATE_CLUSTER_NAME":                     "east",
+					"FENCEGATE_EPOCH":                            "7",
+					"FENCEGATE_AUTHORITY":                        "fence.example.com:7443",
+					"FENCEGATE_AUTHORITY_INSECURE":               "<unset>",
+					"FENCEGATE_AUTHORITY_CA":                     "<unset>",
+					"FENCEGATE_CLUSTER_UID":                      "<unset>",
+					"FENCEGATE_WEBHOOK_CERTS":                    "self-signed",
+					"FENCEGATE_WEBHOOK_SECRET_NAME":              webhookSecret,
+					"FENCEGATE_WEBHOOK_SERVICE_NAME":             webhookSvc,
+					"FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION": fullname,
+					"FENCEGATE_MUTATING_WEBHOOK_CONFIGURATION":   fullname,
+					"FENCEGATE_POLICY_DIR":                       "/etc/fencegate/policies",
+					"FENCEGATE_CONFIG_FILE":                      "/etc/fencegate/config/config.yaml",
+					"FENCEGATE_LEADER_ELECT":                     "true",
+					"FENCEGATE_LEADER_ELECTION_ID":               leaderID,
+				})
+				if got := env(r.container, "FENCEGATE_NAMESPACE"); !strings.Contains(got, "metadata.namespace") {
+					t.Errorf("FENCEGATE_NAMESPACE = %s, want the downward API's metadata.namespace", got)
+				}
+				if *r.deploy.Spec.Replicas != 2 {
+					t.Errorf("replicas = %d, want 2", *r.deploy.Spec.Replicas)
+				}
+				if v := volume(r.deploy.Spec.Template.Spec, "webhook-certs"); v == nil || v.EmptyDir == nil {
+					t.Error("self-signed certificates need a writable emptyDir for the certificate directory")
+				}
+				var secret corev1.Secret
+				r.get(t, "Secret", webhookSecret, &secret)
+				if len(secret.Data) != 0 || len(secret.StringData) != 0 {
+					t.Error("the webhook Secret must be rendered empty, or helm upgrade would overwrite the certificates fencegate wrote")
+				}
+				for _, w := range r.vwc.Webhooks {
+					if len(w.ClientConfig.CABundle) != 0 {
+						t.Error("a rendered caBundle would be reset by every helm upgrade; fencegate injects it")
+					}
+				}
+				if len(rulesFor(r.clusterRole.Rules, "namespaces")) != 1 {
+					t.Error("reading the kube-system UID needs a namespaces rule")
+				}
+				var pdb policyv1.PodDisruptionBudget
+				r.get(t, "PodDisruptionBudget", fullname, &pdb)
+				if pdb.Spec.MinAvailable.IntValue() != 1 {
+					t.Errorf("PodDisruptionBudget minAvailable = %v, want 1", pdb.Spec.MinAvailable)
+				}
+				if r.config["enforcement"] != "deny" {
+					t.Errorf("enforcement = %v, want deny", r.config["enforcement"])
+				}
+				// The policies ConfigMap is the repository's shipped
+				// policies, byte for byte.
+				var policies corev1.ConfigMap
+				r.get(t, "ConfigMap", fullname+"-policies", &policies)
+				if want := shippedPolicies(t, h); !reflect.DeepEqual(policies.Data, want) {
+					t.Errorf("policies ConfigMap holds %v, want the shipped policies %v", keys(policies.Data), keys(want))
+				}
+				if r.deploy.Spec.Template.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution == nil {
+					t.Error("no preferred pod anti-affinity by default")
+				}
+			},
+		},
+		"cert-manager issues the certificate and injects the CA": {
+			values: ci("cert-manager-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				want := namespace + "/" + fullname + "-webhook"
+				for kind, annotations := range map[string]map[string]string{
+					"validating": r.vwc.Annotations, "mutating": r.mwc.Annotations,
+				} {
+					if got := annotations["cert-manager.io/inject-ca-from"]; got != want {
+						t.Errorf("%s webhook configuration: inject-ca-from = %q, want %q", kind, got, want)
+					}
+				}
+				if n := r.count("Certificate"); n != 2 {
+					t.Errorf("%d Certificates, want the CA and the serving certificate", n)
+				}
+				if n := r.count("Issuer"); n != 2 {
+					t.Errorf("%d Issuers, want the self-signed root and the CA issuer", n)
+				}
+				if r.has("Secret", webhookSecret) {
+					t.Error("the chart must not render the Secret cert-manager writes")
+				}
+				wantEnv(t, r.container, map[string]string{
+					"FENCEGATE_WEBHOOK_CERTS":       "external",
+					"FENCEGATE_WEBHOOK_SECRET_NAME": "<unset>",
+				})
+				if v := volume(r.deploy.Spec.Template.Spec, "webhook-certs"); v == nil || v.Secret == nil || v.Secret.SecretName != webhookSecret {
+					t.Errorf("the certificate directory must mount the Secret %s", webhookSecret)
+				}
+				if len(rulesFor(r.clusterRole.Rules, "validatingwebhookconfigurations")) != 0 {
+					t.Error("with cert-manager fencegate needs no right on webhook configurations")
+				}
+			},
+		},
+		"the operator's own certificate and CA bundle": {
+			values: ci("external-certs-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				values := readValues(t, ci("external-certs-values.yaml")[0])
+				want := []byte(values["webhook"].(map[string]any)["tls"].(map[string]any)["caBundle"].(string))
+				for _, b := range [][]byte{r.vwc.Webhooks[0].ClientConfig.CABundle, r.mwc.Webhooks[0].ClientConfig.CABundle} {
+					if !bytes.Equal(b, want) {
+						t.Errorf("caBundle = %q, want the values' bundle", b)
+					}
+				}
+				if v := volume(r.deploy.Spec.Template.Spec, "webhook-certs"); v == nil || v.Secret == nil || v.Secret.SecretName != "my-webhook-tls" {
+					t.Error("the certificate directory must mount my-webhook-tls")
+				}
+				if r.has("Secret", webhookSecret) || r.count("Certificate") != 0 {
+					t.Error("no Secret or Certificate may be rendered for an existing Secret")
+				}
+			},
+		},
+		"mTLS to the authority": {
+			values: ci("authority-mtls-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				wantEnv(t, r.container, map[string]string{
+					"FENCEGATE_AUTHORITY":             "10.20.30.40:7443",
+					"FENCEGATE_AUTHORITY_SERVER_NAME": "fence.example.com",
+					"FENCEGATE_AUTHORITY_CA":          "/etc/fencegate/authority-tls/ca.crt",
+					"FENCEGATE_AUTHORITY_CERT":        "/etc/fencegate/authority-tls/tls.crt",
+					"FENCEGATE_AUTHORITY_KEY":         "/etc/fencegate/authority-tls/tls.key",
+					"FENCEGATE_DECLARE_INTERVAL":      "2s",
+					"FENCEGATE_DECLARE_TIMEOUT":       "1500ms",
+				})
+				if v := volume(r.deploy.Spec.Template.Spec, "authority-tls"); v == nil || v.Secret.SecretName != "fencegate-authority-client" {
+					t.Error("the authority's TLS Secret is not mounted")
+				}
+			},
+		},
+		"an operator's policy next to the shipped ones": {
+			values: ci("custom-policies-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				var policies corev1.ConfigMap
+				r.get(t, "ConfigMap", fullname+"-policies", &policies)
+				want := shippedPolicies(t, h)
+				want["change_window.rego"] = readValues(t, ci("custom-policies-values.yaml")[0])["policies"].(map[string]any)["files"].(map[string]any)["change_window.rego"].(string)
+				if !reflect.DeepEqual(policies.Data, want) {
+					t.Errorf("policies ConfigMap holds %v, want %v", keys(policies.Data), keys(want))
+				}
+				if !strings.HasPrefix(r.container.Image, "ghcr.io/fencegate/fencegate@sha256:") {
+					t.Errorf("image = %s, want the digest", r.container.Image)
+				}
+			},
+		},
+		"warn enforcement, exemptions, fixed cluster UID, one replica": {
+			values: ci("warn-exemptions-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				want := map[string]any{
+					"enforcement":       "warn",
+					"exempt_users":      []any{"breakglass-admin"},
+					"exempt_groups":     []any{"sre:oncall"},
+					"exempt_namespaces": []any{"sandbox"},
+					"controller_users":  []any{selfUser, "system:serviceaccount:actuators:component-actuator"},
+				}
+				if !reflect.DeepEqual(r.config, want) {
+					t.Errorf("config.yaml = %v, want %v", r.config, want)
+				}
+				wantEnv(t, r.container, map[string]string{
+					"FENCEGATE_CLUSTER_UID":        "5f0c1d7e-2b44-4c3e-9a51-0e2d6f1a9b33",
+					"FENCEGATE_LEADER_ELECT":       "false",
+					"FENCEGATE_LEADER_ELECTION_ID": "<unset>",
+				})
+				if len(rulesFor(r.clusterRole.Rules, "namespaces")) != 0 {
+					t.Error("with a fixed cluster UID the kube-system read must not be granted")
+				}
+				var role rbacv1.Role
+				r.get(t, "Role", fullname, &role)
+				if len(rulesFor(role.Rules, "leases")) != 0 {
+					t.Error("without leader election no Lease may be granted")
+				}
+				w := r.vwc.Webhooks[0]
+				if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.TimeoutSeconds != 3 {
+					t.Errorf("failurePolicy %s, timeout %d; want Ignore, 3", *w.FailurePolicy, *w.TimeoutSeconds)
+				}
+				if !reflect.DeepEqual(w.Rules[0].Resources, []string{"components"}) {
+					t.Errorf("validateStatus false must drop components/status, got %v", w.Rules[0].Resources)
+				}
+				if r.count("PodDisruptionBudget") != 0 {
+					t.Error("a PodDisruptionBudget for one replica would block every drain")
+				}
+				if r.deploy.Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+					t.Error("podAntiAffinity hard must require spreading")
+				}
+				var pod corev1.Pod
+				r.get(t, "Pod", fullname+"-test", &pod)
+				if got := env(pod.Spec.Containers[0], "EXPECT"); got != "fenced" {
+					t.Errorf("helm test EXPECT = %q, want fenced", got)
+				}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := renderFencegate(t, h, tc.values)
+			checkFencegateInvariants(t, r)
+			tc.check(t, r)
+		})
+	}
+}
+
+// checkFencegateInvariants checks what must hold for every values file.
+func checkFencegateInvariants(t *testing.T, r fencegateRender) {
+	t.Helper()
+
+	// The webhooks see Components only.
+	type hook struct {
+		name  string
+		rules []admissionregistrationv1.RuleWithOperations
+		cc    admissionregistrationv1.WebhookClientConfig
+		side  *admissionregistrationv1.SideEffectClass
+		arv   []string
+		match *admissionregistrationv1.MatchPolicyType
+		path  string
+	}
+	var hooks []hook
+	for _, w := range r.vwc.Webhooks {
+		hooks = append(hooks, hook{w.Name, w.Rules, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.MatchPolicy, "/validate"})
+	}
+	for _, w := range r.mwc.Webhooks {
+		hooks = append(hooks, hook{w.Name, w.Rules, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.MatchPolicy, "/mutate"})
+		for _, rule := range w.Rules {
+			if slices.Contains(rule.Operations, admissionregistrationv1.Delete) || slices.Contains(rule.Resources, "components/status") {
+				t.Errorf("the mutating webhook has no business with deletes or status: %v", rule)
+			}
+		}
+	}
+	if len(hooks) != 2 {
+		t.Fatalf("%d webhooks, want one validating and one mutating", len(hooks))
+	}
+	for _, w := range hooks {
+		for _, rule := range w.rules {
+			if !reflect.DeepEqual(rule.APIGroups, []string{"components.fencegate.dev"}) {
+				t.Errorf("%s: apiGroups %v, want only components.fencegate.dev", w.name, rule.APIGroups)
+			}
+			for _, res := range rule.Resources {
+				if res != "components" && res != "components/status" {
+					t.Errorf("%s: resource %q is not a Component", w.name, res)
+				}
+			}
+			if rule.Scope == nil || *rule.Scope != admissionregistrationv1.NamespacedScope {
+				t.Errorf("%s: scope must be Namespaced", w.name)
+			}
+		}
+		if w.side == nil || *w.side != admissionregistrationv1.SideEffectClassNone {
+			t.Errorf("%s: sideEffects must be None (dry-run requests need it)", w.name)
+		}
+		if !reflect.DeepEqual(w.arv, []string{"v1"}) {
+			t.Errorf("%s: admissionReviewVersions %v, want [v1]", w.name, w.arv)
+		}
+		if w.match == nil || *w.match != admissionregistrationv1.Equivalent {
+			t.Errorf("%s: matchPolicy must be Equivalent", w.name)
+		}
+		if s := w.cc.Service; s == nil || s.Name != webhookSvc || s.Namespace != namespace || *s.Path != w.path || *s.Port != 443 {
+			t.Errorf("%s: clientConfig %+v, want service %s/%s port 443 path %s", w.name, w.cc.Service, namespace, webhookSvc, w.path)
+		}
+	}
+
+	// Least privilege: no wildcard, reads and writes of named objects only
+	// where the API allows names, Components read-only.
+	var role rbacv1.Role
+	rules := r.clusterRole.Rules
+	if r.has("Role", fullname) {
+		r.get(t, "Role", fullname, &role)
+		rules = append(slices.Clone(rules), role.Rules...)
+	}
+	for _, rule := range rules {
+		for _, s := range slices.Concat(rule.Verbs, rule.Resources, rule.APIGroups) {
+			if s == "*" {
+				t.Errorf("wildcard in rule %v", rule)
+			}
+		}
+		named := slices.ContainsFunc(rule.Resources, func(r string) bool {
+			return r == "namespaces" || r == "secrets" || r == "validatingwebhookconfigurations" || r == "mutatingwebhookconfigurations"
+		})
+		if named && len(rule.ResourceNames) == 0 {
+			t.Errorf("rule %v must name its objects", rule)
+		}
+	}
+	for _, rule := range rulesFor(r.clusterRole.Rules, "components") {
+		if !reflect.DeepEqual(rule.Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("Components must be read-only, got %v", rule.Verbs)
+		}
+	}
+	for _, rule := range rulesFor(r.clusterRole.Rules, "namespaces") {
+		if !reflect.DeepEqual(rule.ResourceNames, []string{"kube-system"}) || !reflect.DeepEqual(rule.Verbs, []string{"get"}) {
+			t.Errorf("namespaces: only get of kube-system, got %v", rule)
+		}
+	}
+	for _, rule := range rulesFor(role.Rules, "secrets") {
+		if !reflect.DeepEqual(rule.ResourceNames, []string{webhookSecret}) || slices.Contains(rule.Verbs, "create") {
+			t.Errorf("secrets: only the webhook Secret, never create, got %v", rule)
+		}
+	}
+	for _, rule := range rulesFor(r.clusterRole.Rules, "validatingwebhookconfigurations") {
+		if !reflect.DeepEqual(rule.ResourceNames, []string{fullname}) {
+			t.Errorf("webhook configurations: only %s, got %v", fullname, rule.ResourceNames)
+		}
+	}
+	for _, rule := range rulesFor(role.Rules, "leases") {
+		if len(rule.ResourceNames) > 0 && !reflect.DeepEqual(rule.ResourceNames, []string{leaderID}) {
+			t.Errorf("leases: only %s, got %v", leaderID, rule.ResourceNames)
+		}
+	}
+
+	// The controller may always write status.
+	if users, _ := r.config["controller_users"].([]any); !slices.Contains(users, any(selfUser)) {
+		t.Errorf("controller_users %v lack the chart's own service account %s", users, selfUser)
+	}
+
+	// A restricted pod with probes on the health port.
+	spec := r.deploy.Spec.Template.Spec
+	psc, sc := spec.SecurityContext, r.container.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Error("the pod must run as non-root with the RuntimeDefault seccomp profile")
+	}
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Error("the container must have a read-only root, no privilege escalation and drop ALL capabilities")
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": r.container.LivenessProbe, "readiness": r.container.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "health" {
+			t.Errorf("%s probe must be an HTTP GET on the health port", name)
+		}
+	}
+	if r.container.ReadinessProbe.HTTPGet.Path != "/readyz" || r.container.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Error("probes must use /readyz and /healthz")
+	}
+	if r.container.Resources.Requests.Memory().IsZero() || r.container.Resources.Requests.Cpu().IsZero() {
+		t.Error("the container must request CPU and memory")
+	}
+	for k := range r.deploy.Spec.Template.Annotations {
+		if strings.HasPrefix(k, "checksum/") {
+			t.Errorf("pod annotation %s would roll the pods on a policy edit, which fencegate reloads in place", k)
+		}
+	}
+}
+
+func readValues(t *testing.T, file string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEpochRollsThePodsPolicyEditsDoNot: raising the epoch must roll the
+// pods (a new declaration), while policy and settings edits must not (the
+// binary reloads them in place).
+func TestEpochRollsThePodsPolicyEditsDoNot(t *testing.T) {
+	h := newHelm(t)
+	values := []string{filepath.Join(h.chartDir(fencegateChart), "ci", "defaults-values.yaml")}
+	base := renderFencegate(t, h, values).deploy.Spec.Template
+
+	tests := map[string]struct {
+		set   []string
+		rolls bool
+	}{
+		"epoch raised":            {set: []string{"epoch=8"}, rolls: true},
+		"enforcement changed":     {set: []string{"config.enforcement=warn"}},
+		"exemption added":         {set: []string{"config.exemptUsers={breakglass}"}},
+		"policy file added":       {set: []string{"policies.files.extra\\.rego=package extra"}},
+		"webhook timeout changed": {set: []string{"webhook.timeoutSeconds=7"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var extra []string
+			for _, s := range tc.set {
+				extra = append(extra, "--set", s)
+			}
+			got := renderFencegate(t, h, values, extra...).deploy.Spec.Template
+			if rolls := !reflect.DeepEqual(got, base); rolls != tc.rolls {
+				t.Errorf("pod template changed = %v, want %v", rolls, tc.rolls)
+			}
+		})
+	}
+}
+
+func TestFencegateValuesAreChecked(t *testing.T) {
+	h := newHelm(t)
+	valid := []string{"--set", "clusterName=east", "--set", "epoch=7", "--set", "authority.address=fence.example.com:7443"}
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"no epoch":                      {args: []string{"--set", "clusterName=east", "--set", "authority.address=a:1"}, want: "missing property 'epoch'"},
+		"no cluster name":               {args: []string{"--set", "epoch=7", "--set", "authority.address=a:1"}, want: "missing property 'clusterName'"},
+		"no authority":                  {args: []string{"--set", "clusterName=east", "--set", "epoch=7"}, want: "at '/authority': missing property 'address'"},
+		"epoch zero":                    {args: append(slices.Clone(valid), "--set", "epoch=0"), want: "at '/epoch': minimum: got 0, want 1"},
+		"epoch not a number":            {args: append(slices.Clone(valid), "--set-string", "epoch=seven"), want: "at '/epoch'"},
+		"cluster name not a DNS label":  {args: append(slices.Clone(valid), "--set", "clusterName=East_1"), want: "at '/clusterName'"},
+		"authority without a port":      {args: append(slices.Clone(valid), "--set", "authority.address=fence.example.com"), want: "at '/authority/address'"},
+		"unknown enforcement":           {args: append(slices.Clone(valid), "--set", "config.enforcement=block"), want: "at '/config/enforcement'"},
+		"misspelt top-level value":      {args: append(slices.Clone(valid), "--set", "epcoh=8"), want: "additional properties 'epcoh' not allowed"},
+		"failure policy":                {args: append(slices.Clone(valid), "--set", "webhook.failurePolicy=Never"), want: "at '/webhook/failurePolicy'"},
+		"policy file name":              {args: append(slices.Clone(valid), "--set", "policies.files.extra\\.txt=x"), want: "'extra.txt' does not match pattern"},
+		"existing secret without a CA":  {args: append(slices.Clone(valid), "--set", "webhook.tls.existingSecret=mine"), want: "webhook.tls.caBundle must hold the PEM CA"},
+		"insecure with TLS":             {args: append(slices.Clone(valid), "--set", "authority.insecure=true", "--set", "authority.tls.secretName=x"), want: "exclude each other"},
+		"client certificate, no Secret": {args: append(slices.Clone(valid), "--set", "authority.tls.clientCertificate=true"), want: "needs authority.tls.secretName"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := h.template(t.Context(), fencegateChart, nil, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
