@@ -62,6 +62,9 @@ type ClusterFence struct {
 	// written is set once data.fence was written; dirty after a failed
 	// write, so that the next step writes again even without a change.
 	written, dirty bool
+	// failingSince is when the current run of failed calls began; zero
+	// while the authority answers.
+	failingSince time.Time
 }
 
 // New validates opts and returns an agent that has not started yet.
@@ -292,6 +295,7 @@ func (c *ClusterFence) apply(seq uint64, a answer, sent time.Time) bool {
 	if a.kind != transient && a.kind != unexpected && a.kind != unsupported {
 		c.answered.Store(true)
 	}
+	c.noteReachability(a)
 	next, expires := c.rules.next(c.Status(), c.expires, a, sent, c.opts.Clock.Now(), c.staleAfter())
 	written := c.commit(next, expires)
 	switch {
@@ -302,6 +306,23 @@ func (c *ClusterFence) apply(seq uint64, a answer, sent time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// noteReachability logs once when the authority stops answering and once
+// when it answers again: an unreachable authority (down, a wrong address, a
+// TLS mistake) is visible in the log without a line per failed call. c.mu is
+// held.
+func (c *ClusterFence) noteReachability(a answer) {
+	now := c.opts.Clock.Now()
+	switch {
+	case a.kind == transient && c.failingSince.IsZero():
+		c.failingSince = now
+		c.log.Error(a.err, "the fence authority does not answer; retrying with backoff (not logged again until it answers), the fence status holds until it expires",
+			"status", c.Status().Status)
+	case a.kind != transient && !c.failingSince.IsZero():
+		c.log.Info("the fence authority answers again", "unreachableFor", now.Sub(c.failingSince).String())
+		c.failingSince = time.Time{}
+	}
 }
 
 // release gives the fence up after this cluster was told CLUSTER_FENCED as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -313,8 +314,16 @@ func TestTransientErrorsKeepStatusUntilExpiry(t *testing.T) {
 			if got := ta.transitionLogs(); !slices.Equal(got, tc.wantLogs) {
 				t.Errorf("transition logs = %v, want %v", got, tc.wantLogs)
 			}
-			if n := len(ta.logs.all()); n != len(tc.wantLogs) {
-				t.Errorf("%d log lines, want only the %d transitions: %+v", n, len(tc.wantLogs), ta.logs.all())
+			// Besides the transitions, one line says the authority does
+			// not answer: not one per failed call.
+			if n := len(ta.logs.all()); n != len(tc.wantLogs)+1 {
+				t.Errorf("%d log lines, want the %d transitions and one about the failures: %+v", n, len(tc.wantLogs), ta.logs.all())
+			}
+			unreachable := slices.ContainsFunc(ta.logs.all(), func(l logLine) bool {
+				return strings.HasPrefix(l.Msg, "the fence authority does not answer") && strings.Contains(l.Error, "authority restarting")
+			})
+			if !unreachable {
+				t.Errorf("no log line says the authority does not answer: %+v", ta.logs.all())
 			}
 		})
 	}
