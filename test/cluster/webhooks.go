@@ -1,0 +1,72 @@
+package cluster
+
+import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Names of the webhook configurations that ComponentWebhooks installs.
+const (
+	ValidatingWebhookName = "fencegate-validating"
+	MutatingWebhookName   = "fencegate-mutating"
+)
+
+// ComponentWebhooks returns webhook install options for fencegate's
+// validating (/validate) and mutating (/mutate) webhooks, scoped to
+// Components the way the Helm chart scopes them: sideEffects None,
+// failurePolicy Fail, admission.k8s.io/v1. Hand them to Options.Webhooks;
+// Start fills in LocalServingHost, LocalServingPort and LocalServingCertDir
+// (tls.crt, tls.key), where fencegate's webhook server must listen, and
+// points the API server at them over TLS.
+func ComponentWebhooks() *envtest.WebhookInstallOptions {
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{
+			admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete,
+		},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups:   []string{"components.fencegate.dev"},
+			APIVersions: []string{"*"},
+			Resources:   []string{"components"},
+			Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+	clientConfig := func(path string) admissionregistrationv1.WebhookClientConfig {
+		// envtest rewrites the service reference into a URL on the local
+		// serving host and port.
+		return admissionregistrationv1.WebhookClientConfig{
+			Service: &admissionregistrationv1.ServiceReference{Name: "fencegate", Namespace: "fencegate-system", Path: ptr.To(path)},
+		}
+	}
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	return &envtest.WebhookInstallOptions{
+		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{{
+			ObjectMeta: metav1.ObjectMeta{Name: ValidatingWebhookName},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name:                    "validate.components.fencegate.dev",
+				ClientConfig:            clientConfig("/validate"),
+				Rules:                   rules,
+				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+				SideEffects:             &sideEffects,
+				TimeoutSeconds:          ptr.To[int32](5),
+				AdmissionReviewVersions: []string{"v1"},
+			}},
+		}},
+		MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{{
+			ObjectMeta: metav1.ObjectMeta{Name: MutatingWebhookName},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name:                    "mutate.components.fencegate.dev",
+				ClientConfig:            clientConfig("/mutate"),
+				Rules:                   rules,
+				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+				SideEffects:             &sideEffects,
+				TimeoutSeconds:          ptr.To[int32](5),
+				AdmissionReviewVersions: []string{"v1"},
+				ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+			}},
+		}},
+	}
+}
