@@ -34,6 +34,10 @@ const maxConflicts = 50
 // answer (a member down, a leader election).
 const unavailableRetries = 8
 
+// attemptTimeout bounds one read or transaction of a call, so a call can
+// try again on another etcd member within the caller's deadline.
+const attemptTimeout = time.Second
+
 // ErrContention is returned when a call lost the race for a domain's record
 // too many times in a row.
 var ErrContention = errors.New("too many concurrent writers of the fence record")
@@ -213,36 +217,24 @@ func (s *Store) update(ctx context.Context, domain string, next step) (Snapshot,
 	retry.InitialInterval, retry.MaxInterval = 25*time.Millisecond, 500*time.Millisecond
 	conflicts, unavailable := 0, 0
 	for {
-		cur, err := s.current(ctx, entry, domain)
-		if err == nil {
-			state, write, stepErr := next(cur.State, s.clock.Now())
-			if stepErr != nil {
-				return Snapshot{}, stepErr
+		committed, ok, err := s.attempt(ctx, entry, domain, next)
+		switch {
+		case err == nil && ok:
+			return committed, nil
+		case err == nil:
+			s.metrics.retries.WithLabelValues("conflict").Inc()
+			if conflicts++; conflicts >= maxConflicts {
+				return Snapshot{}, fmt.Errorf("update fence of domain %q: %w", domain, ErrContention)
 			}
-			var committed Snapshot
-			var ok bool
-			committed, ok, err = s.commit(ctx, cur, state, write)
-			switch {
-			case err != nil:
-			case ok:
-				entry.cached = &committed
-				if h := committed.State.Holder; h != nil {
-					s.metrics.token.WithLabelValues(domain).Set(float64(h.Token))
-				}
-				return committed, nil
-			default:
-				entry.cached = &committed
-				s.metrics.retries.WithLabelValues("conflict").Inc()
-				if conflicts++; conflicts >= maxConflicts {
-					return Snapshot{}, fmt.Errorf("update fence of domain %q: %w", domain, ErrContention)
-				}
-				continue
-			}
+			continue
 		}
-		// The outcome of a failed transaction is unknown: read the record
-		// again before the next attempt.
-		entry.cached = nil
-		if !IsUnavailable(err) || unavailable >= unavailableRetries {
+		// An attempt that ran out of its own time (not the caller's) is
+		// retried too: a proposal lost with a crashed etcd leader is not
+		// answered before etcd's request timeout, many seconds later.
+		timedOut := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded)
+		var stepErr *stepError
+		retriable := !errors.As(err, &stepErr) && (IsUnavailable(err) || timedOut)
+		if !retriable || unavailable >= unavailableRetries {
 			return Snapshot{}, err
 		}
 		unavailable++
@@ -251,6 +243,41 @@ func (s *Store) update(ctx context.Context, domain string, next step) (Snapshot,
 			return Snapshot{}, err
 		}
 	}
+}
+
+// stepError carries an error of the state machine (a bad request) through
+// attempt, so it is never retried.
+type stepError struct{ err error }
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// attempt runs one read-apply-write cycle within attemptTimeout. It returns
+// the committed snapshot and true, or false after a conflict (the entry then
+// caches the record that won). After an error the outcome is unknown, so
+// the cache is dropped and the next attempt reads the record again.
+func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, next step) (Snapshot, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	cur, err := s.current(ctx, entry, domain)
+	if err != nil {
+		entry.cached = nil
+		return Snapshot{}, false, err
+	}
+	state, write, err := next(cur.State, s.clock.Now())
+	if err != nil {
+		return Snapshot{}, false, &stepError{err}
+	}
+	committed, ok, err := s.commit(ctx, cur, state, write)
+	if err != nil {
+		entry.cached = nil
+		return Snapshot{}, false, err
+	}
+	entry.cached = &committed
+	if h := committed.State.Holder; ok && h != nil {
+		s.metrics.token.WithLabelValues(domain).Set(float64(h.Token))
+	}
+	return committed, ok, nil
 }
 
 // current returns the domain's record as this process last saw it, reading
