@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+	"context"
+)
+
+// process is a fencegate command the demo started, with its output in a log
+// file.
+type process struct {
+	name    string
+	args    []string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+}
+
+// startProcess runs bin with args; its output goes to logDir/name.log. The
+// process is killed if the demo dies, so nothing outlives it.
+func startProcess(bin, logDir, name string, args ...string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open log of %s: %w", name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, args: args, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop asks the process to drain (SIGTERM) and kills it if it has not
+// exited after grace.
+func (p *process) stop(grace time.Duration) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		var exitErr *exec.ExitError
+		if p.err != nil && !errors.As(p.err, &exitErr) {
+			return fmt.Errorf("%s: %w", p.name, p.err)
+		}
+		return nil
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", p.name, grace)
+	}
+}
+
+// waitHealthy polls url until it answers 200, the process exits, or ctx ends.
+func (p *process) waitHealthy(ctx context.Context, url string) error {
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		resp, err := http.Get(url) //nolint:gosec,noctx // a loopback URL the demo built
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited (%v) before it was ready; see %s", p.name, p.err, p.logPath)
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s: %w; see %s", p.name, url, ctx.Err(), p.logPath)
+		case <-ticker.C:
+		}
+	}
+}
+
+// freeAddress returns a loopback address with a port nobody listens on.
+func freeAddress() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String(), nil
+}
