@@ -40,7 +40,14 @@ build() {
 		echo "build-tools: building $name (once; cached in ${out#"$root"/})" >&2
 		local start=$SECONDS
 		rm -rf "$out.tmp"
+		# A cold build of the control plane takes minutes: say that it is
+		# still going.
+		(while sleep 30; do echo "build-tools: still building $name ($((SECONDS - start))s) …" >&2; done) &
+		local ticker=$!
+		trap 'kill $ticker 2>/dev/null' EXIT
 		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" tool)
+		kill $ticker 2>/dev/null || true
+		trap - EXIT
 		# The etcd server's main package is the module root, named "server".
 		if [ -f "$out.tmp/server" ]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi
 		touch "$out.tmp/.complete"
