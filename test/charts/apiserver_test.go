@@ -1,0 +1,375 @@
+package charts
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencegate/fencegate/internal/testcerts"
+	"github.com/fencegate/fencegate/test/cluster"
+)
+
+// TestChartsOnAnAPIServer runs the charts against a real kube-apiserver.
+// The steps share one control plane and run in order: the dry runs and the
+// helm test script need Component requests that no installed webhook
+// configuration intercepts, and the real install comes last.
+func TestChartsOnAnAPIServer(t *testing.T) {
+	h := newHelm(t)
+	// The CRD comes from the chart's crds/, applied the way an operator
+	// would before the dry runs.
+	cp := cluster.StartForTest(t, cluster.Options{Name: "charts", NoCRDs: true})
+	ctx := t.Context()
+
+	// The release namespace enforces the "restricted" Pod Security
+	// standard and warns about workloads that would break it.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	}}}
+	if err := cp.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	stubs, err := os.ReadFile(filepath.Join("testdata", "cert-manager-crds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, cp, stubs, "apply", "-f", "-")
+	kubectl(t, cp, nil, "apply", "-f", filepath.Join(h.chartDir(fencegateChart), "crds"))
+	kubectl(t, cp, nil, "wait", "--for=condition=Established", "--timeout=30s",
+		"crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/components.components.fencegate.dev")
+
+	t.Run("server-side dry run of every values file", func(t *testing.T) { testDryRun(t, h, cp) })
+	t.Run("the helm test script", func(t *testing.T) { testHelmTestScript(t, h, cp) })
+	t.Run("install and upgrade keep the injected certificates", func(t *testing.T) { testInstallUpgrade(t, h, cp) })
+}
+
+func kubectl(t *testing.T, cp *cluster.ControlPlane, stdin []byte, args ...string) string {
+	t.Helper()
+	res, err := cp.Kubectl(t.Context(), stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("kubectl %s: exit %d\n%s", strings.Join(args, " "), res.ExitCode, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// testDryRun applies each rendered manifest (CRDs, hooks and tests
+// included) with kubectl apply --dry-run=server: the API server validates
+// and admits every object, Pod Security included, without storing any.
+func testDryRun(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
+	for _, chart := range []string{fencegateChart, authorityChart} {
+		for _, values := range h.ciValues(t, chart) {
+			t.Run(chart+"/"+filepath.Base(values), func(t *testing.T) {
+				r := h.render(t, chart, []string{values})
+				res, err := cp.Kubectl(t.Context(), []byte(r.manifest), "apply", "--dry-run=server", "-f", "-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.ExitCode != 0 {
+					t.Fatalf("the API server refused the manifest:\n%s", res.Stderr)
+				}
+				if strings.Contains(res.Stderr, "Warning") {
+					t.Errorf("the API server warned:\n%s", res.Stderr)
+				}
+				if n := strings.Count(res.Stdout, "(server dry run)"); n != len(r.objects) {
+					t.Errorf("%d objects accepted, %d rendered:\n%s", n, len(r.objects), res.Stdout)
+				}
+			})
+		}
+	}
+}
+
+// stubWebhook answers AdmissionReviews the way fencegate would in a given
+// state, so the helm test script can be run against each answer.
+type stubWebhook struct {
+	mode  atomic.Value // string
+	calls atomic.Int64
+}
+
+func (s *stubWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.calls.Add(1)
+	mode := s.mode.Load().(string)
+	if mode == "error" {
+		http.Error(w, "webhook broken", http.StatusInternalServerError)
+		return
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+	stamp := func(annotations map[string]string) {
+		patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/annotations", "value": annotations}})
+		resp.Patch, resp.PatchType = patch, ptr.To(admissionv1.PatchTypeJSONPatch)
+	}
+	switch {
+	case r.URL.Path == "/validate" && mode == "deny":
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: `fencegate: cluster "east" (epoch 7) does not hold the ownership fence of domain "default": cluster "west" holds it at epoch 8.`}
+	case r.URL.Path == "/mutate" && mode == "active":
+		stamp(map[string]string{"fencegate.dev/epoch": "7", "fencegate.dev/token": "12"})
+	case r.URL.Path == "/mutate" && mode == "stale":
+		stamp(map[string]string{"fencegate.dev/epoch": "6", "fencegate.dev/token": "11"})
+	case r.URL.Path == "/mutate" && mode == "mark":
+		stamp(map[string]string{"fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "west@8"})
+	}
+	review.Response = resp
+	review.Request = nil
+	_ = json.NewEncoder(w).Encode(review)
+}
+
+// testHelmTestScript runs the script of the chart's helm test Pod with the
+// real kubectl against answers a fencegate webhook can give, and checks it
+// passes exactly when the answer proves fencegate decided.
+func testHelmTestScript(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
+	ctx := t.Context()
+	r := h.render(t, fencegateChart, []string{filepath.Join(h.chartDir(fencegateChart), "ci", "defaults-values.yaml")})
+	var pod corev1.Pod
+	r.get(t, "Pod", fullname+"-test", &pod)
+	container := pod.Spec.Containers[0]
+	if len(container.Command) != 2 || container.Command[0] != "/bin/bash" || len(container.Args) != 1 {
+		t.Fatalf("the test Pod runs %v %v; want /bin/bash -c <script>", container.Command, container.Args)
+	}
+	script := container.Args[0]
+
+	stub := &stubWebhook{}
+	stub.mode.Store("active")
+	ca, err := testcerts.NewCA("stub webhook CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Server("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(stub)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	installStubWebhooks(t, cp, srv.URL, ca.CertPEM)
+
+	// The API server reads webhook configurations through an informer:
+	// wait until requests reach the stub.
+	probe := []byte("apiVersion: components.fencegate.dev/v1alpha1\nkind: Component\nmetadata: {name: probe, namespace: " + namespace + "}\nspec: {enabled: false}\n")
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cp.Kubectl(ctx, probe, "apply", "--dry-run=server", "-f", "-")
+		return stub.calls.Load() > 0, err
+	}); err != nil {
+		t.Fatalf("the API server never called the stub webhook: %v", err)
+	}
+
+	tests := map[string]struct {
+		mode, expect string
+		pass         bool
+		want         string
+	}{
+		"active: admitted and stamped with this epoch": {mode: "active", expect: "any", pass: true, want: `PASS: east is active: admitted and stamped fencegate.dev/epoch=7`},
+		"active, as required":                          {mode: "active", expect: "active", pass: true, want: "PASS: east is active"},
+		"fenced: denied by fencegate":                  {mode: "deny", expect: "any", pass: true, want: `PASS: east is fenced: Error from server`},
+		"fenced where active is required":              {mode: "deny", expect: "active", pass: false, want: "FAIL: expected active, but east is fenced"},
+		"marked under warn enforcement":                {mode: "mark", expect: "fenced", pass: true, want: "PASS: east is marked"},
+		"admitted unstamped: no fencegate decision":    {mode: "admit", expect: "any", pass: false, want: "fencegate's mutating webhook did not answer"},
+		"stamped with another epoch: stale pods":       {mode: "stale", expect: "any", pass: false, want: "(got '6')"},
+		"webhook failing":                              {mode: "error", expect: "any", pass: false, want: "FAIL: the dry run failed, and not because of the fence"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			stub.mode.Store(tc.mode)
+			cmd := exec.CommandContext(ctx, "/bin/bash", "-c", script)
+			cmd.Env = []string{
+				"HOME=" + t.TempDir(),
+				"KUBECONFIG=" + cp.Kubeconfig,
+				"PATH=" + cp.Assets + ":/usr/bin:/bin",
+				"EXPECT=" + tc.expect,
+			}
+			for _, e := range container.Env {
+				if e.Name != "HOME" && e.Name != "EXPECT" {
+					cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+				}
+			}
+			out, err := cmd.CombinedOutput()
+			if passed := err == nil; passed != tc.pass {
+				t.Errorf("script passed = %v, want %v; output:\n%s", passed, tc.pass, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// installStubWebhooks registers the stub for Components under the webhook
+// names the chart uses, and removes the registrations when the test ends.
+func installStubWebhooks(t *testing.T, cp *cluster.ControlPlane, url string, caPEM []byte) {
+	t.Helper()
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{"components.fencegate.dev"}, APIVersions: []string{"*"}, Resources: []string{"components"},
+		},
+	}}
+	cc := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + path), CABundle: caPEM}
+	}
+	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
+	fail := ptr.To(admissionregistrationv1.Fail)
+	objs := []client.Object{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "stub"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: "validate.fencegate.dev", ClientConfig: cc("/validate"), Rules: rules,
+				SideEffects: none, FailurePolicy: fail, AdmissionReviewVersions: []string{"v1"},
+			}},
+		},
+		&admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "stub"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name: "mutate.fencegate.dev", ClientConfig: cc("/mutate"), Rules: rules,
+				SideEffects: none, FailurePolicy: fail, AdmissionReviewVersions: []string{"v1"},
+			}},
+		},
+	}
+	for _, obj := range objs {
+		if err := cp.Client.Create(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, obj := range objs {
+			if err := cp.Client.Delete(context.Background(), obj); err != nil {
+				t.Errorf("delete stub webhook: %v", err)
+			}
+		}
+	})
+}
+
+// testInstallUpgrade installs both charts for real (nothing runs them: the
+// control plane has no nodes) and checks what an operator meets: the NOTES,
+// and an upgrade that raises the epoch rolls the pods but leaves the CA
+// bundle and the Secret that fencegate wrote alone.
+func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
+	ctx := t.Context()
+	h.env = append(h.env, "KUBECONFIG="+cp.Kubeconfig)
+	ciValues := func(chart, name string) string { return filepath.Join(h.chartDir(chart), "ci", name) }
+
+	out, err := h.run(ctx, "install", release, h.chartDir(fencegateChart), "--namespace", namespace,
+		"--values", ciValues(fencegateChart, "defaults-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"fencegate fence status --authority fence.example.com:7443 --domain default",
+		"kubectl get components -A",
+		"helm test " + release,
+		"--reuse-values --set epoch=8",
+		"kubectl -n " + namespace + " edit configmap " + fullname + "-policies",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install NOTES lack %q:\n%s", want, out)
+		}
+	}
+
+	// What fencegate does at start in self-signed mode: fill the Secret and
+	// inject the bundle.
+	ca, err := testcerts.NewCA("fencegate webhook CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: webhookSecret}, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{"ca.crt": ca.CertPEM, "ca-bundle.crt": ca.CertPEM}
+	if err := cp.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	for _, obj := range []client.Object{vwc, mwc} {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: fullname}, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range vwc.Webhooks {
+		vwc.Webhooks[i].ClientConfig.CABundle = ca.CertPEM
+	}
+	for i := range mwc.Webhooks {
+		mwc.Webhooks[i].ClientConfig.CABundle = ca.CertPEM
+	}
+	for _, obj := range []client.Object{vwc, mwc} {
+		if err := cp.Client.Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if _, err := h.run(ctx, "upgrade", release, h.chartDir(fencegateChart), "--namespace", namespace,
+		"--reuse-values", "--set", "epoch=8"); err != nil {
+		t.Fatal(err)
+	}
+	deploy := &appsv1.Deployment{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fullname}, deploy); err != nil {
+		t.Fatal(err)
+	}
+	if got := env(deploy.Spec.Template.Spec.Containers[0], "FENCEGATE_EPOCH"); got != "8" {
+		t.Errorf("after the upgrade FENCEGATE_EPOCH = %q, want 8", got)
+	}
+	for _, obj := range []client.Object{vwc, mwc} {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: fullname}, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, b := range map[string][]byte{"validating": vwc.Webhooks[0].ClientConfig.CABundle, "mutating": mwc.Webhooks[0].ClientConfig.CABundle} {
+		if string(b) != string(ca.CertPEM) {
+			t.Errorf("the upgrade reset the %s webhook's injected caBundle", name)
+		}
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: webhookSecret}, secret); err != nil {
+		t.Fatal(err)
+	}
+	if string(secret.Data["ca.crt"]) != string(ca.CertPEM) {
+		t.Error("the upgrade emptied the webhook Secret fencegate filled")
+	}
+
+	out, err = h.run(ctx, "install", "authority", h.chartDir(authorityChart), "--namespace", namespace,
+		"--values", ciValues(authorityChart, "embedded-tls-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"authority-fencegate-authority." + namespace + ".svc:7443",
+		"One replica only",
+		"fencegate fence status --authority",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("authority NOTES lack %q:\n%s", want, out)
+		}
+	}
+}
