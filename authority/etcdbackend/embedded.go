@@ -2,11 +2,13 @@ package etcdbackend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -19,7 +21,9 @@ const compactionRetention = "10m"
 
 // EmbeddedOptions configure an embedded etcd.
 type EmbeddedOptions struct {
-	// Dir holds etcd's data; it is created if missing.
+	// Dir is the authority's data directory, created if missing: etcd keeps
+	// its data in Dir/etcd, and Dir/authority.lock keeps a second authority
+	// from opening the same data.
 	Dir string
 	// Logger receives etcd's warnings and errors.
 	Logger logr.Logger
@@ -29,6 +33,8 @@ type EmbeddedOptions struct {
 // port: the authority reaches it through in-process calls, so no other
 // process on the machine can change the fence behind its back.
 type Embedded struct {
+	dir    string
+	lock   *fileutil.LockedFile
 	etcd   *embed.Etcd
 	client *clientv3.Client
 }
@@ -37,7 +43,7 @@ type Embedded struct {
 // until it serves, or ctx ends.
 func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error) {
 	if opts.Dir == "" {
-		return nil, fmt.Errorf("embedded etcd needs a data directory")
+		return nil, errors.New("embedded etcd needs a data directory")
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -46,42 +52,36 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
+	lock, err := fileutil.TryLockFile(filepath.Join(dir, "authority.lock"), os.O_CREATE|os.O_WRONLY, 0o600)
+	if errors.Is(err, fileutil.ErrLocked) {
+		return nil, fmt.Errorf("data directory %s is in use by another fence authority", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+	}
+	e, err := startEtcd(ctx, filepath.Join(dir, "etcd"), opts.Logger)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	return &Embedded{dir: dir, lock: lock, etcd: e, client: v3client.New(e.Server)}, nil
+}
+
+func startEtcd(ctx context.Context, dir string, log logr.Logger) (*embed.Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "fencegate-authority"
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.Dir = dir
 	cfg.ListenClientUrls, cfg.ListenClientHttpUrls, cfg.ListenPeerUrls = nil, nil, nil
 	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = embed.CompactorModePeriodic, compactionRetention
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger(opts.Logger.WithName("etcd"), levelWarn))
-
-	type started struct {
-		etcd *embed.Etcd
-		err  error
-	}
-	// StartEtcd blocks while another process holds the data directory's
-	// lock: wait for it in the background so ctx can cut the wait short.
-	done := make(chan started, 1)
-	go func() {
-		e, err := embed.StartEtcd(cfg)
-		done <- started{e, err}
-	}()
-	var e *embed.Etcd
-	select {
-	case s := <-done:
-		if s.err != nil {
-			return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, s.err)
-		}
-		e = s.etcd
-	case <-ctx.Done():
-		go func() {
-			if s := <-done; s.etcd != nil {
-				s.etcd.Close()
-			}
-		}()
-		return nil, fmt.Errorf("start embedded etcd in %s (is another authority using it?): %w", dir, ctx.Err())
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger(log.WithName("etcd"), levelWarn))
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
+		return e, nil
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd in %s: %w", dir, err)
@@ -89,17 +89,18 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 		e.Close()
 		return nil, fmt.Errorf("wait for embedded etcd in %s: %w", dir, ctx.Err())
 	}
-	return &Embedded{etcd: e, client: v3client.New(e.Server)}, nil
 }
 
 // Client returns the client of the embedded etcd; it is closed by Close.
 func (e *Embedded) Client() *clientv3.Client { return e.client }
 
-// Dir returns the data directory.
-func (e *Embedded) Dir() string { return e.etcd.Config().Dir }
+// Dir returns the absolute data directory.
+func (e *Embedded) Dir() string { return e.dir }
 
-// Close stops the client and the server; the data stays in the directory.
+// Close stops the client and the server and unlocks the data directory;
+// the data stays.
 func (e *Embedded) Close() {
 	_ = e.client.Close()
 	e.etcd.Close()
+	_ = e.lock.Close()
 }
