@@ -65,6 +65,9 @@ type ClusterFence struct {
 	// failingSince is when the current run of failed calls began; zero
 	// while the authority answers.
 	failingSince time.Time
+	// warnedLease is set once the lease was found too short for the
+	// declare interval.
+	warnedLease bool
 }
 
 // New validates opts and returns an agent that has not started yet.
@@ -296,6 +299,11 @@ func (c *ClusterFence) apply(seq uint64, a answer, sent time.Time) bool {
 		c.answered.Store(true)
 	}
 	c.noteReachability(a)
+	if a.kind == granted && a.leaseTTL-c.opts.LeaseMargin <= c.opts.DeclareInterval && !c.warnedLease {
+		c.warnedLease = true
+		c.log.Error(nil, "the authority's lease less the lease margin is not longer than the declare interval: the fence lapses between heartbeats; lower --declare-interval or --lease-margin, or raise the authority's lease TTL",
+			"leaseTTL", a.leaseTTL.String(), "leaseMargin", c.opts.LeaseMargin.String(), "declareInterval", c.opts.DeclareInterval.String())
+	}
 	next, expires := c.rules.next(c.Status(), c.expires, a, sent, c.opts.Clock.Now(), c.staleAfter())
 	written := c.commit(next, expires)
 	switch {

@@ -604,3 +604,34 @@ func TestStartWritesTheInitialStateAndStartsOnce(t *testing.T) {
 		t.Error("a second Start succeeded")
 	}
 }
+
+func TestWarnsOnceWhenTheLeaseIsShorterThanTheInterval(t *testing.T) {
+	tests := map[string]struct {
+		lease    time.Duration
+		wantWarn bool
+	}{
+		"a lease that outlives the interval":     {lease: testLease},
+		"a lease that lapses between heartbeats": {lease: testInterval + testMargin, wantWarn: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			auth, client := newScriptedAuthority(t)
+			ta := newTestAgent(t, client, nil)
+			for range 3 {
+				done := make(chan outcome, 1)
+				go func() { done <- ta.declare(context.Background()) }()
+				auth.next(t).grant(tc.lease, 1)
+				<-done
+			}
+			warnings := 0
+			for _, l := range ta.logs.all() {
+				if strings.Contains(l.Msg, "not longer than the declare interval") {
+					warnings++
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.wantWarn]; warnings != want {
+				t.Errorf("%d warnings, want %d", warnings, want)
+			}
+		})
+	}
+}

@@ -1,4 +1,22 @@
 // Package fenceagent declares this cluster's identity and epoch to the fence
 // authority, tracks the answer, writes it as data.fence for the policies, and
 // signals every fence transition.
+//
+// A ClusterFence declares at start, every declare interval (jittered below
+// it) and at once on every WatchFence event, each call bounded by the declare
+// timeout. Results carry sequence numbers: one older than the newest applied
+// result is dropped, so a slow call never overwrites a newer answer. Answers
+// map to a fencestate.Status (OK → active, the authority's ErrorInfo reasons
+// → fenced, epoch_regressed or acquiring, Unimplemented → unsupported);
+// transient gRPC errors keep the last status, retried with backoff, until it
+// expires. Being active is valid until send time + lease TTL − margin, and a
+// local timer turns it to unknown when that passes without renewal, whether
+// or not any call returns. Told CLUSTER_FENCED while holding the fence, the
+// agent writes "fenced" into the store first and only then releases the
+// fence, so the next holder is granted only after this cluster stopped
+// admitting changes.
+//
+// The agent writes through fencestate.Writer (the policy engine's store) and
+// knows nothing of admission or reconciliation; the webhook and controller
+// hear transitions through Changes.
 package fenceagent
