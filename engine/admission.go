@@ -1,0 +1,343 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/valyala/fastjson"
+
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// The AdmissionReview version the engine decodes.
+const (
+	admissionAPIVersion = "admission.k8s.io/v1"
+	admissionKind       = "AdmissionReview"
+)
+
+// AdmissionRequest holds the fields of an AdmissionReview request that the
+// webhook answers with and logs.
+type AdmissionRequest struct {
+	// UID identifies the request; the response must echo it.
+	UID string
+	// Operation is CREATE, UPDATE, DELETE or CONNECT.
+	Operation string
+	// Namespace and Name name the object.
+	Namespace, Name string
+	// SubResource is "status" for status updates, else empty.
+	SubResource string
+	// Username and Groups are the requesting user.
+	Username string
+	Groups   []string
+	// DryRun is true for requests that persist nothing.
+	DryRun bool
+}
+
+// AdmissionResult is a decision with what it was made from.
+type AdmissionResult struct {
+	// Request is the decoded request; set whenever the body could be
+	// decoded, also when evaluation then failed.
+	Request AdmissionRequest
+	// Decision is the policy's answer.
+	Decision AdmissionDecision
+	// Fence is the fence state the policy saw.
+	Fence fencestate.State
+	// Revision is the policy revision that decided.
+	Revision string
+}
+
+// RequestError reports a request body that is not an AdmissionReview the
+// engine can evaluate; the webhook answers it with 400 Bad Request.
+type RequestError struct {
+	msg string
+}
+
+func (e *RequestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &RequestError{msg: fmt.Sprintf(format, args...)}
+}
+
+// parsers are reused across requests; a parser's values are only valid until
+// its next use, so nothing a request returns points into them.
+var parsers fastjson.ParserPool
+
+// Admit decodes an AdmissionReview (admission.k8s.io/v1, JSON) and evaluates
+// data.fencegate.admission.decision for it. Errors are a *RequestError for a
+// body that is not a valid AdmissionReview, ErrNotReady before the first
+// fence state, or an evaluation error.
+//
+// This is the webhook's hot path. Only the parts of the body that the
+// compiled policies read become policy input, and the policy evaluated is
+// the residual of partially evaluating it against the current fence state
+// and config; both give the decisions of a plain evaluation of the whole
+// AdmissionReview.
+func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error) {
+	now := e.clock.Now()
+	snap, err := e.current.Load().at(ctx, now)
+	if err != nil {
+		return AdmissionResult{}, err
+	}
+	p := parsers.Get()
+	defer parsers.Put(p)
+	review, err := parseReview(p, body)
+	if err != nil {
+		return AdmissionResult{}, err
+	}
+	res := AdmissionResult{Fence: snap.fence, Revision: snap.policy.revision}
+	if res.Request, err = decodeRequest(review.Get("request")); err != nil {
+		return res, err
+	}
+	if !snap.hasFence {
+		return res, ErrNotReady
+	}
+	input := project(review, snap.inputPaths)
+	if snap.cache != nil {
+		if d, ok := snap.cache.get(input); ok {
+			res.Decision = d
+			return res, nil
+		}
+	}
+	if res.Decision, err = snap.evalAdmission(ctx, snap.admission, input, now); err != nil {
+		return res, err
+	}
+	if snap.cache != nil {
+		snap.cache.put(input, res.Decision)
+	}
+	return res, nil
+}
+
+// parseReview parses and checks the envelope of an AdmissionReview.
+func parseReview(p *fastjson.Parser, body []byte) (*fastjson.Value, error) {
+	if len(body) == 0 {
+		return nil, badRequest("the request body is empty: want an AdmissionReview (%s)", admissionAPIVersion)
+	}
+	// Parse is lenient (it takes NaN, bad escapes); Validate is not.
+	if err := fastjson.ValidateBytes(body); err != nil {
+		return nil, badRequest("the request body is not valid JSON: %v", err)
+	}
+	review, err := p.ParseBytes(body)
+	if err != nil {
+		return nil, badRequest("the request body is not valid JSON: %v", err)
+	}
+	if review.Type() != fastjson.TypeObject {
+		return nil, badRequest("the request body is a JSON %s: want an AdmissionReview object", review.Type())
+	}
+	apiVersion, kind := review.Get("apiVersion"), review.Get("kind")
+	if apiVersion == nil || apiVersion.Type() != fastjson.TypeString || string(apiVersion.GetStringBytes()) != admissionAPIVersion {
+		return nil, badRequest("apiVersion %s is not supported: send %s AdmissionReviews (admissionReviewVersions: [v1])", jsonOf(apiVersion), admissionAPIVersion)
+	}
+	if kind == nil || kind.Type() != fastjson.TypeString || string(kind.GetStringBytes()) != admissionKind {
+		return nil, badRequest("kind %s is not supported: want %s", jsonOf(kind), admissionKind)
+	}
+	return review, nil
+}
+
+// decodeRequest reads the fields of AdmissionRequest from request.
+func decodeRequest(request *fastjson.Value) (AdmissionRequest, error) {
+	var req AdmissionRequest
+	if request == nil || request.Type() == fastjson.TypeNull {
+		return req, badRequest("the AdmissionReview has no request")
+	}
+	if request.Type() != fastjson.TypeObject {
+		return req, badRequest("request is a JSON %s: want an object", request.Type())
+	}
+	var err error
+	str := func(field string, keys ...string) string {
+		v := request.Get(keys...)
+		if v == nil || v.Type() == fastjson.TypeNull || err != nil {
+			return ""
+		}
+		b, typeErr := v.StringBytes()
+		if typeErr != nil {
+			err = badRequest("request.%s is a JSON %s: want a string", field, v.Type())
+			return ""
+		}
+		return string(b)
+	}
+	req.UID = str("uid", "uid")
+	req.Operation = str("operation", "operation")
+	req.Namespace = str("namespace", "namespace")
+	req.Name = str("name", "name")
+	req.SubResource = str("subResource", "subResource")
+	req.Username = str("userInfo.username", "userInfo", "username")
+	if err != nil {
+		return req, err
+	}
+	if req.UID == "" {
+		return req, badRequest("the request has no uid")
+	}
+	if groups := request.Get("userInfo", "groups"); groups != nil && groups.Type() != fastjson.TypeNull {
+		items, typeErr := groups.Array()
+		if typeErr != nil {
+			return req, badRequest("request.userInfo.groups is a JSON %s: want a list of strings", groups.Type())
+		}
+		req.Groups = make([]string, len(items))
+		for i, item := range items {
+			b, typeErr := item.StringBytes()
+			if typeErr != nil {
+				return req, badRequest("request.userInfo.groups[%d] is a JSON %s: want a string", i, item.Type())
+			}
+			req.Groups[i] = string(b)
+		}
+	}
+	if dryRun := request.Get("dryRun"); dryRun != nil && dryRun.Type() != fastjson.TypeNull {
+		b, typeErr := dryRun.Bool()
+		if typeErr != nil {
+			return req, badRequest("request.dryRun is a JSON %s: want a boolean", dryRun.Type())
+		}
+		req.DryRun = b
+	}
+	return req, nil
+}
+
+// jsonOf renders a field's value for an error message.
+func jsonOf(v *fastjson.Value) string {
+	if v == nil {
+		return "(missing)"
+	}
+	s := v.String()
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return s
+}
+
+// evalAdmission evaluates an admission query and reads its decision.
+func (s *snapshot) evalAdmission(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value, now time.Time) (AdmissionDecision, error) {
+	rs, err := q.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTime(now))
+	if err != nil {
+		return AdmissionDecision{}, fmt.Errorf("evaluate %v: %w", admissionEntryPoint, err)
+	}
+	return admissionDecision(rs)
+}
+
+// admissionDecision reads the decision object of a result set.
+func admissionDecision(rs rego.ResultSet) (AdmissionDecision, error) {
+	value, err := decisionValue(rs, admissionEntryPoint.String())
+	if err != nil {
+		return AdmissionDecision{}, err
+	}
+	var d AdmissionDecision
+	var ok bool
+	if d.Allowed, ok = value["allowed"].(bool); !ok {
+		return d, fmt.Errorf("%v: allowed is %s: want a boolean", admissionEntryPoint, describe(value["allowed"]))
+	}
+	var errs []error
+	collect := func(field string) []string {
+		list, err := stringList(value, field)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%v: %w", admissionEntryPoint, err))
+		}
+		return list
+	}
+	d.Reasons = collect("reasons")
+	d.Warnings = collect("warnings")
+	d.Violations = collect("violations")
+	if d.Patch, err = patchOperations(value["patch"]); err != nil {
+		errs = append(errs, fmt.Errorf("%v: %w", admissionEntryPoint, err))
+	}
+	return d, errors.Join(errs...)
+}
+
+// reconcileDecision reads the decision object of a result set.
+func reconcileDecision(rs rego.ResultSet) (ReconcileDecision, error) {
+	value, err := decisionValue(rs, reconcileEntryPoint.String())
+	if err != nil {
+		return ReconcileDecision{}, err
+	}
+	var d ReconcileDecision
+	var ok bool
+	if d.Hold, ok = value["hold"].(bool); !ok {
+		return d, fmt.Errorf("%v: hold is %s: want a boolean", reconcileEntryPoint, describe(value["hold"]))
+	}
+	if d.Reason, ok = value["reason"].(string); !ok || d.Reason == "" {
+		return d, fmt.Errorf("%v: reason is %s: want a condition reason", reconcileEntryPoint, describe(value["reason"]))
+	}
+	if d.Message, ok = value["message"].(string); !ok {
+		return d, fmt.Errorf("%v: message is %s: want a string", reconcileEntryPoint, describe(value["message"]))
+	}
+	return d, nil
+}
+
+func decisionValue(rs rego.ResultSet, entry string) (map[string]any, error) {
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, fmt.Errorf("%s is undefined: the policies must define it for every input", entry)
+	}
+	if len(rs) > 1 {
+		return nil, fmt.Errorf("%s has %d values: want one", entry, len(rs))
+	}
+	value, ok := rs[0].Expressions[0].Value.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is %s: want an object", entry, describe(rs[0].Expressions[0].Value))
+	}
+	return value, nil
+}
+
+func stringList(value map[string]any, field string) ([]string, error) {
+	raw, present := value[field]
+	if !present || raw == nil {
+		return nil, nil
+	}
+	items, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is %s: want a list of strings", field, describe(raw))
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	list := make([]string, len(items))
+	for i, item := range items {
+		if list[i], ok = item.(string); !ok {
+			return nil, fmt.Errorf("%s[%d] is %s: want a string", field, i, describe(item))
+		}
+	}
+	return list, nil
+}
+
+func patchOperations(raw any) ([]PatchOperation, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	items, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("patch is %s: want a list of JSONPatch operations", describe(raw))
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	ops := make([]PatchOperation, len(items))
+	for i, item := range items {
+		op, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("patch[%d] is %s: want a JSONPatch operation object", i, describe(item))
+		}
+		ops[i].Op, _ = op["op"].(string)
+		switch ops[i].Op {
+		case "add", "replace", "test":
+			if _, present := op["value"]; !present {
+				return nil, fmt.Errorf("patch[%d]: a %q operation needs a value", i, ops[i].Op)
+			}
+		case "remove":
+		default:
+			return nil, fmt.Errorf("patch[%d]: op is %s: want add, remove, replace or test", i, describe(op["op"]))
+		}
+		if ops[i].Path, ok = op["path"].(string); !ok {
+			return nil, fmt.Errorf("patch[%d]: path is %s: want a JSON pointer string", i, describe(op["path"]))
+		}
+		ops[i].Value = op["value"]
+	}
+	return ops, nil
+}
+
+// describe names a decoded value for an error message.
+func describe(v any) string {
+	if v == nil {
+		return "missing or null"
+	}
+	return fmt.Sprintf("%s %s", jsonKind(v), jsonText(v))
+}

@@ -1,0 +1,295 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/engine/enginetest"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+func TestAdmitRequestErrors(t *testing.T) {
+	valid := func(request string) string {
+		return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + request + `}`
+	}
+	tests := map[string]struct {
+		body string
+		want string
+	}{
+		"empty body":          {body: "", want: "the request body is empty"},
+		"not JSON":            {body: "apiVersion: v1", want: "the request body is not valid JSON"},
+		"truncated":           {body: `{"apiVersion":"admission.k8s.io/v1","kind":"Admission`, want: "not valid JSON"},
+		"NaN":                 {body: `{"apiVersion":"admission.k8s.io/v1","x":NaN}`, want: "not valid JSON"},
+		"trailing data":       {body: valid(`{"uid":"1"}`) + "{}", want: "not valid JSON"},
+		"array":               {body: `[1,2]`, want: "the request body is a JSON array: want an AdmissionReview object"},
+		"no apiVersion":       {body: `{"kind":"AdmissionReview"}`, want: "apiVersion (missing) is not supported"},
+		"v1beta1":             {body: `{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"1"}}`, want: `apiVersion "admission.k8s.io/v1beta1" is not supported: send admission.k8s.io/v1`},
+		"apiVersion a number": {body: `{"apiVersion":1,"kind":"AdmissionReview"}`, want: "apiVersion 1 is not supported"},
+		"other kind":          {body: `{"apiVersion":"admission.k8s.io/v1","kind":"ConversionReview"}`, want: `kind "ConversionReview" is not supported: want AdmissionReview`},
+		"no request":          {body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, want: "the AdmissionReview has no request"},
+		"null request":        {body: valid("null"), want: "the AdmissionReview has no request"},
+		"request a string":    {body: valid(`"x"`), want: "request is a JSON string: want an object"},
+		"no uid":              {body: valid(`{"operation":"CREATE"}`), want: "the request has no uid"},
+		"empty uid":           {body: valid(`{"uid":""}`), want: "the request has no uid"},
+		"uid a number":        {body: valid(`{"uid":7}`), want: "request.uid is a JSON number: want a string"},
+		"operation an object": {body: valid(`{"uid":"1","operation":{}}`), want: "request.operation is a JSON object: want a string"},
+		"username a boolean":  {body: valid(`{"uid":"1","userInfo":{"username":true}}`), want: "request.userInfo.username is a JSON true: want a string"},
+		"groups a string":     {body: valid(`{"uid":"1","userInfo":{"groups":"admins"}}`), want: "request.userInfo.groups is a JSON string: want a list of strings"},
+		"group a number":      {body: valid(`{"uid":"1","userInfo":{"groups":["a",2]}}`), want: "request.userInfo.groups[1] is a JSON number: want a string"},
+		"dryRun a string":     {body: valid(`{"uid":"1","dryRun":"yes"}`), want: "request.dryRun is a JSON string: want a boolean"},
+	}
+	e := newEngine(t, engine.Options{})
+	writeFence(t, e, eastActive)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.Admit(context.Background(), []byte(tc.body))
+			var reqErr *engine.RequestError
+			if !errors.As(err, &reqErr) {
+				t.Fatalf("Admit = %v, want a *RequestError", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAdmitDecodesTheRequest(t *testing.T) {
+	e := newEngine(t, engine.Options{})
+	writeFence(t, e, westFenced)
+	body := enginetest.Review(t, engine.ReviewRequest{
+		UID: "42", Operation: "UPDATE", SubResource: "status", DryRun: true,
+		Object: enginetest.Component("billing", "payments", nil), OldObject: enginetest.Component("billing", "payments", nil),
+		Username: "alice", Groups: []string{"developers", "sre"},
+	})
+	res, err := e.Admit(context.Background(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := engine.AdmissionRequest{
+		UID: "42", Operation: "UPDATE", Namespace: "payments", Name: "billing", SubResource: "status",
+		Username: "alice", Groups: []string{"developers", "sre"}, DryRun: true,
+	}
+	if !reflect.DeepEqual(res.Request, want) {
+		t.Errorf("request = %+v, want %+v", res.Request, want)
+	}
+	if res.Fence != westFenced || res.Revision != e.Revision() {
+		t.Errorf("result fence %+v revision %q; want %+v %q", res.Fence, res.Revision, westFenced, e.Revision())
+	}
+}
+
+// equivalenceCase is one request of the equivalence table.
+type equivalenceCase struct {
+	name string
+	body []byte
+}
+
+// equivalenceRequests spans what the policies look at: kinds, operations,
+// the status subresource, users, groups, namespaces, dry-run and every shape
+// of the annotations map.
+func equivalenceRequests(t testing.TB) []equivalenceCase {
+	annotations := map[string]map[string]string{
+		"none":    nil,
+		"empty":   {},
+		"user":    {"team": "payments", "a/b~c": "x"},
+		"current": {"fencegate.dev/epoch": "7", "fencegate.dev/token": "1042"},
+		"stale":   {"fencegate.dev/epoch": "6", "fencegate.dev/token": "9", "fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "east@7"},
+		"marked":  {"fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "east@7"},
+	}
+	users := map[string]struct {
+		name   string
+		groups []string
+	}{
+		"alice":      {"alice", []string{"developers", "system:authenticated"}},
+		"controller": {"system:serviceaccount:fencegate:fencegate", []string{"system:serviceaccounts"}},
+		"exempt":     {"root-admin", nil},
+		"breakglass": {"bob", []string{"break-glass"}},
+	}
+	var cases []equivalenceCase
+	i := 0
+	for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
+		for _, sub := range []string{"", "status"} {
+			for userName, user := range users {
+				for annName, ann := range annotations {
+					i++
+					ns := "default"
+					if i%5 == 0 {
+						ns = "sandbox"
+					}
+					obj := enginetest.Component("billing", ns, ann)
+					r := engine.ReviewRequest{
+						UID: fmt.Sprint(i), Operation: op, SubResource: sub, Username: user.name, Groups: user.groups,
+						DryRun: i%3 == 0,
+					}
+					switch op {
+					case "CREATE":
+						r.Object = obj
+					case "UPDATE":
+						r.Object, r.OldObject = obj, enginetest.Component("billing", ns, nil)
+					case "DELETE":
+						r.OldObject = obj
+					}
+					cases = append(cases, equivalenceCase{
+						name: fmt.Sprintf("%s%s/%s/%s/%s", op, sub, userName, annName, ns),
+						body: enginetest.Review(t, r),
+					})
+				}
+			}
+		}
+	}
+	configMap := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default"}}
+	raw, _ := json.Marshal(configMap)
+	cases = append(cases,
+		equivalenceCase{"ConfigMap", enginetest.Review(t, engine.ReviewRequest{Operation: "CREATE", Object: raw})},
+		equivalenceCase{"no userInfo", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE",` +
+			`"kind":{"group":"components.fencegate.dev","kind":"Component"},"object":{"metadata":{"annotations":null}}}}`)},
+		equivalenceCase{"annotations a string", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"UPDATE",` +
+			`"kind":{"group":"components.fencegate.dev","kind":"Component"},"object":{"metadata":{"annotations":"x"}}}}`)},
+		equivalenceCase{"duplicate keys", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"DELETE","operation":"CREATE",` +
+			`"kind":{"group":"components.fencegate.dev","kind":"Component"},"object":{"metadata":{"annotations":{"fencegate.dev/epoch":"1","fencegate.dev/epoch":"7"}}}}}`)},
+		equivalenceCase{"large update", enginetest.LargeUpdate(t)},
+	)
+	return cases
+}
+
+// TestEquivalence checks that the optimized admission path (partial
+// evaluation, projected input, remembered decisions) decides exactly as a
+// plain evaluation of the whole policy with the whole AdmissionReview does,
+// for every fence status and config, and for policies that defeat each
+// optimization.
+func TestEquivalence(t *testing.T) {
+	states := map[string]fencestate.State{
+		"active":          eastActive,
+		"fenced":          westFenced,
+		"epoch regressed": enginetest.Fence(fencestate.EpochRegressed, "west", 3, "east", 7),
+		"acquiring":       enginetest.Fence(fencestate.Acquiring, "west", 8, "east", 7),
+		"unknown":         enginetest.Fence(fencestate.Unknown, "west", 3, "", 0),
+		"unsupported":     enginetest.Fence(fencestate.Unsupported, "west", 3, "", 0),
+	}
+	configs := map[string]string{
+		"defaults": "",
+		"deny": `{"enforcement": "deny", "exempt_users": ["root-admin"], "exempt_groups": ["break-glass"],
+			"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
+		"warn":   `{"enforcement": "warn", "exempt_groups": ["break-glass"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
+		"dryrun": `{"enforcement": "dryrun", "exempt_users": ["root-admin"]}`,
+	}
+	// Policies of an operator's own that read the whole object, use a
+	// comprehension over the request (which partial evaluation leaves
+	// referring to the original rules) and call a non-deterministic builtin.
+	custom := map[string]string{
+		"object.rego": `package fencegate.custom
+
+import rego.v1
+
+labelled if input.request.object.metadata.labels.team
+`,
+		"admission.rego": `package fencegate.admission
+
+import data.fencegate.custom
+import rego.v1
+
+default allowed := true
+
+allowed := false if {
+	data.fence.status != "active"
+	input.request.operation != "DELETE"
+	not custom.labelled
+}
+
+decision := {
+	"allowed": allowed,
+	"reasons": [r | some r in ["denied"]; not allowed],
+	"warnings": [w | some k, _ in input.request.object.metadata.annotations; w := concat(": ", ["annotation", k])],
+	"patch": [],
+	"violations": [],
+}
+`,
+		"clock.rego": `package fencegate.clock
+
+import rego.v1
+
+late if time.now_ns() > 0
+`,
+	}
+	requests := equivalenceRequests(t)
+	for configName, config := range configs {
+		for _, policy := range []string{"shipped", "custom"} {
+			optsFor := func(plain bool) engine.Options {
+				opts := engine.Options{PlainEvaluation: plain}
+				if config != "" {
+					opts.ConfigFile = writeTemp(t, "config.json", config)
+				}
+				if policy == "custom" {
+					dir := copyPolicies(t)
+					for name, src := range custom {
+						writeFile(t, dir+"/"+name, src)
+					}
+					opts.PolicyDir = dir
+				}
+				return opts
+			}
+			optimized, plain := newEngine(t, optsFor(false)), newEngine(t, optsFor(true))
+			for stateName, state := range states {
+				writeFence(t, optimized, state)
+				writeFence(t, plain, state)
+				t.Run(policy+"/"+configName+"/"+stateName, func(t *testing.T) {
+					// Twice: the second round is answered from remembered
+					// decisions where the policy allows it.
+					for round := range 2 {
+						for _, rc := range requests {
+							want, wantErr := plain.Admit(context.Background(), rc.body)
+							got, gotErr := optimized.Admit(context.Background(), rc.body)
+							if (wantErr == nil) != (gotErr == nil) {
+								t.Fatalf("round %d, %s: errors differ: plain %v, optimized %v", round, rc.name, wantErr, gotErr)
+							}
+							if !reflect.DeepEqual(got, want) {
+								t.Fatalf("round %d, %s: decisions differ\nplain:     %+v\noptimized: %+v", round, rc.name, want, got)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func writeTemp(t testing.TB, name, content string) string {
+	t.Helper()
+	path := t.TempDir() + "/" + name
+	writeFile(t, path, content)
+	return path
+}
+
+// FuzzAdmit feeds arbitrary bodies to the admission path: it must never
+// panic, and whenever it decides, it must decide as a plain evaluation does.
+func FuzzAdmit(f *testing.F) {
+	for _, rc := range equivalenceRequests(f) {
+		f.Add(rc.body)
+	}
+	for _, seed := range []string{
+		"", "null", "{}", "[]", `"x"`, "1e999", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1"}}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"components.fencegate.dev","kind":"Component"},"operation":"CREATE","object":{"metadata":{"annotations":{"fencegate.dev/epoch":1e400}}}}}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"\u0000","userInfo":{"groups":[]},"object":[[[[[]]]]]}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	optimized, plain := newEngine(f, engine.Options{}), newEngine(f, engine.Options{PlainEvaluation: true})
+	writeFence(f, optimized, westFenced)
+	writeFence(f, plain, westFenced)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, gotErr := optimized.Admit(context.Background(), body)
+		want, wantErr := plain.Admit(context.Background(), body)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("errors differ: optimized %v, plain %v", gotErr, wantErr)
+		}
+		if gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decisions differ\nplain:     %+v\noptimized: %+v", want, got)
+		}
+	})
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The keys of data.fencegate.config that the shipped policies read. Other
+// keys are kept for policies of the operator's own.
+const (
+	configEnforcement      = "enforcement"
+	configExemptUsers      = "exempt_users"
+	configExemptGroups     = "exempt_groups"
+	configExemptNamespaces = "exempt_namespaces"
+	configControllerUsers  = "controller_users"
+)
+
+// Enforcement modes of data.fencegate.config.enforcement.
+var enforcementModes = []string{"deny", "warn", "dryrun"}
+
+// loadConfig reads the config files (YAML or JSON objects) into the value of
+// data.fencegate.config. Later files override the keys of earlier ones. It
+// returns the merged object and the names of keys the shipped policies do
+// not read, so that a misspelt setting can be pointed out.
+func loadConfig(files []string) (map[string]any, []string, error) {
+	config := map[string]any{}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read config file: %w", err)
+		}
+		values, err := parseConfig(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("config file %s: %w", file, err)
+		}
+		for k, v := range values {
+			config[k] = v
+		}
+	}
+	var unknown []string
+	for k := range config {
+		if !slices.Contains([]string{configEnforcement, configExemptUsers, configExemptGroups, configExemptNamespaces, configControllerUsers}, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	return config, unknown, nil
+}
+
+// parseConfig decodes and checks one config document.
+func parseConfig(raw []byte) (map[string]any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return map[string]any{}, nil
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	values, ok := doc.(map[string]any)
+	if !ok {
+		if doc == nil {
+			return map[string]any{}, nil
+		}
+		return nil, fmt.Errorf("want an object of settings (enforcement, exempt_users, ...), got %s", jsonKind(doc))
+	}
+	if err := checkConfig(values); err != nil {
+		return nil, err
+	}
+	return values, nil
+}
+
+// checkConfig checks the settings the shipped policies read. The policies
+// would treat a wrong value as the safe default; refusing it here tells the
+// operator instead.
+func checkConfig(values map[string]any) error {
+	var errs []error
+	if v, ok := values[configEnforcement]; ok {
+		mode, isString := v.(string)
+		if !isString || !slices.Contains(enforcementModes, mode) {
+			errs = append(errs, fmt.Errorf("%s: want one of deny, warn or dryrun, got %s", configEnforcement, jsonText(v)))
+		}
+	}
+	for _, key := range []string{configExemptUsers, configExemptGroups, configExemptNamespaces, configControllerUsers} {
+		v, ok := values[key]
+		if !ok || v == nil {
+			continue
+		}
+		list, isList := v.([]any)
+		if !isList {
+			errs = append(errs, fmt.Errorf("%s: want a list of names, got %s", key, jsonKind(v)))
+			continue
+		}
+		for i, item := range list {
+			if s, isString := item.(string); !isString || s == "" {
+				errs = append(errs, fmt.Errorf("%s[%d]: want a non-empty name, got %s", key, i, jsonText(item)))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// jsonKind names the JSON type of a decoded value, for error messages.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// jsonText renders a decoded value as JSON, for error messages.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -1,0 +1,343 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// ErrNotReady is returned by evaluations before the fence agent wrote a
+// fence state: the policies would only be answering from a guess.
+var ErrNotReady = errors.New("no fence state has been written yet (the fence agent writes it after its first declaration)")
+
+// Options configure an Engine.
+type Options struct {
+	// PolicyDir holds the *.rego policies (a mounted ConfigMap, say); Rego
+	// unit tests (*_test.rego) in it are left out. Empty means the shipped
+	// policies embedded in the binary.
+	PolicyDir string
+	// ConfigFiles and ConfigFile are YAML or JSON files whose objects make up
+	// data.fencegate.config, ConfigFile last; later files override earlier
+	// keys. No file means the policies' defaults.
+	ConfigFiles []string
+	ConfigFile  string
+	// Logger receives reload results; evaluations do not log.
+	Logger logr.Logger
+	// Registerer, if set, registers the engine's metrics.
+	Registerer prometheus.Registerer
+	// Clock tells the time; nil means the real clock.
+	Clock clock.Clock
+	// ReloadDelay is how long Start waits for a burst of file changes to
+	// settle before reloading; 0 means 200ms.
+	ReloadDelay time.Duration
+	// PlainEvaluation evaluates each admission request the way OPA's own
+	// server does: the whole policy with the whole AdmissionReview as input.
+	// It gives the same decisions as the default, slower; it is the
+	// reference the optimized path is tested against, and a way to rule the
+	// optimization out when investigating a decision.
+	PlainEvaluation bool
+}
+
+// Engine loads and hot-reloads the policies, holds the fence state the agent
+// writes, and evaluates admission and reconcile decisions. It is safe for
+// concurrent use.
+type Engine struct {
+	policyDir   string
+	configFiles []string
+	log         logr.Logger
+	clock       clock.Clock
+	reloadDelay time.Duration
+	plain       bool
+	reloads     *prometheus.CounterVec
+
+	// current is the snapshot evaluations read; writers replace it.
+	current atomic.Pointer[snapshot]
+	// mu serializes writers: fence writes and reloads.
+	mu sync.Mutex
+	// status is the policy status shown on the status endpoint.
+	status atomic.Pointer[PolicyStatus]
+}
+
+// PolicyStatus describes the policies in force and the last reload.
+type PolicyStatus struct {
+	// Revision is the content hash of the active policies and config.
+	Revision string `json:"revision"`
+	// Source is the policy directory, or "embedded" for the shipped ones.
+	Source string `json:"source"`
+	// Files are the active policy files.
+	Files []string `json:"files"`
+	// ConfigFiles are the config files read into data.fencegate.config.
+	ConfigFiles []string `json:"configFiles,omitempty"`
+	// ActiveSince is when the active revision was loaded.
+	ActiveSince time.Time `json:"activeSince"`
+	// LastReload is the result of the last reload attempt, if any was made
+	// after the first load.
+	LastReload *ReloadResult `json:"lastReload,omitempty"`
+}
+
+// ReloadResult is the outcome of one reload.
+type ReloadResult struct {
+	// Time is when the reload ran.
+	Time time.Time `json:"time"`
+	// Result is "success" or "error".
+	Result string `json:"result"`
+	// Revision is the revision that was loaded or tried, when the files
+	// could be read.
+	Revision string `json:"revision,omitempty"`
+	// Error is what went wrong, with the compiler's messages.
+	Error string `json:"error,omitempty"`
+}
+
+// New loads and compiles the policies and the config. It fails when they do
+// not compile: there is no last good revision to fall back to yet.
+func New(opts Options) (*Engine, error) {
+	e := &Engine{
+		policyDir:   opts.PolicyDir,
+		configFiles: opts.ConfigFiles,
+		log:         opts.Logger,
+		clock:       opts.Clock,
+		reloadDelay: opts.ReloadDelay,
+		plain:       opts.PlainEvaluation,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_policy_reloads_total",
+			Help: "Policy and config reloads by result (success or error); on error the last good policies stay in force.",
+		}, []string{"result"}),
+	}
+	if opts.ConfigFile != "" {
+		e.configFiles = append(append([]string(nil), e.configFiles...), opts.ConfigFile)
+	}
+	if e.clock == nil {
+		e.clock = clock.RealClock{}
+	}
+	if e.reloadDelay <= 0 {
+		e.reloadDelay = 200 * time.Millisecond
+	}
+	if e.log.GetSink() == nil {
+		e.log = logr.Discard()
+	}
+	// Both results are exported from the start, so that a dashboard sees
+	// zero errors rather than no series.
+	e.reloads.WithLabelValues("success")
+	e.reloads.WithLabelValues("error")
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(e.reloads); err != nil {
+			return nil, fmt.Errorf("register engine metrics: %w", err)
+		}
+	}
+
+	p, err := e.loadPolicy()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := newSnapshot(context.Background(), p, nil, e.plain)
+	if err != nil {
+		return nil, err
+	}
+	e.current.Store(snap)
+	e.status.Store(&PolicyStatus{
+		Revision:    p.revision,
+		Source:      e.source(),
+		Files:       p.files,
+		ConfigFiles: e.configFiles,
+		ActiveSince: e.clock.Now(),
+	})
+	e.logLoaded(p)
+	return e, nil
+}
+
+func (e *Engine) source() string {
+	if e.policyDir == "" {
+		return "embedded"
+	}
+	return e.policyDir
+}
+
+// loadPolicy reads and compiles the policy files and the config.
+func (e *Engine) loadPolicy() (*policy, error) {
+	files, err := readPolicyFiles(e.policyDir)
+	if err != nil {
+		return nil, err
+	}
+	config, unknown, err := loadConfig(e.configFiles)
+	if err != nil {
+		return nil, err
+	}
+	return compilePolicy(files, config, unknown, e.plain)
+}
+
+func (e *Engine) logLoaded(p *policy) {
+	e.log.Info("policies loaded", "revision", p.revision, "source", e.source(), "files", p.files, "configFiles", e.configFiles)
+	if len(p.unknownConfigKeys) > 0 {
+		e.log.Info("config has keys the shipped policies do not read; they are passed to the policies as they are",
+			"keys", p.unknownConfigKeys)
+	}
+	if snap := e.current.Load(); snap != nil && snap.policy == p && snap.residualErr != nil && !e.plain {
+		e.logResidualError(snap)
+	}
+}
+
+// logResidualError reports once per revision that requests are evaluated
+// with the full policy: correct, but slower.
+func (e *Engine) logResidualError(s *snapshot) {
+	if s.policy.residualLogged.CompareAndSwap(false, true) {
+		e.log.Info("admission requests are evaluated with the full policy: partial evaluation gave no usable residual",
+			"revision", s.policy.revision, "reason", s.residualErr.Error())
+	}
+}
+
+// WriteFence stores the fence state the policies read as data.fence. When it
+// returns, every new evaluation sees the new state; evaluations in flight
+// finish with the one they started with.
+func (e *Engine) WriteFence(ctx context.Context, state fencestate.State) error {
+	if state.Status == "" {
+		return errors.New("write fence state: the state has no status")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	snap, err := newSnapshot(ctx, e.current.Load().policy, &state, e.plain)
+	if err != nil {
+		return fmt.Errorf("write fence state: %w", err)
+	}
+	if snap.residualErr != nil && !e.plain {
+		e.logResidualError(snap)
+	}
+	e.current.Store(snap)
+	return nil
+}
+
+// Fence returns the fence state the policies see now, and false until the
+// agent wrote one. An active state whose validity has passed is returned as
+// unknown, as the policies see it.
+func (e *Engine) Fence() (fencestate.State, bool) {
+	snap := e.current.Load()
+	if !snap.hasFence {
+		return fencestate.State{}, false
+	}
+	if now := e.clock.Now(); !snap.expiresAt.IsZero() && !now.Before(snap.expiresAt) {
+		if expired, err := snap.at(context.Background(), now); err == nil {
+			return expired.fence, true
+		}
+	}
+	return snap.fence, true
+}
+
+// Ready returns nil once the policies are compiled and a fence state is
+// stored, and otherwise says what is missing.
+func (e *Engine) Ready() error {
+	if !e.current.Load().hasFence {
+		return ErrNotReady
+	}
+	return nil
+}
+
+// PolicyStatus returns the active policy revision and the last reload result.
+func (e *Engine) PolicyStatus() PolicyStatus {
+	return *e.status.Load()
+}
+
+// Revision returns the active policy revision.
+func (e *Engine) Revision() string {
+	return e.current.Load().policy.revision
+}
+
+// Reconcile evaluates data.fencegate.reconcile.decision for a Component
+// (input {"component": component}).
+func (e *Engine) Reconcile(ctx context.Context, component map[string]any) (ReconcileDecision, error) {
+	now := e.clock.Now()
+	snap, err := e.current.Load().at(ctx, now)
+	if err != nil {
+		return ReconcileDecision{}, err
+	}
+	if !snap.hasFence {
+		return ReconcileDecision{}, ErrNotReady
+	}
+	input, err := ast.InterfaceToValue(map[string]any{"component": component})
+	if err != nil {
+		return ReconcileDecision{}, fmt.Errorf("reconcile input: %w", err)
+	}
+	rs, err := snap.reconcile.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTime(now))
+	if err != nil {
+		return ReconcileDecision{}, fmt.Errorf("evaluate %v: %w", reconcileEntryPoint, err)
+	}
+	return reconcileDecision(rs)
+}
+
+// Reload reads the policies and the config again and, when they changed and
+// compile, puts them in force. When they do not compile, the last good
+// revision stays in force; the error is logged, counted and shown in
+// PolicyStatus.
+func (e *Engine) Reload(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	current := e.current.Load()
+	status := *e.status.Load()
+
+	fail := func(revision string, err error) error {
+		e.reloads.WithLabelValues("error").Inc()
+		status.LastReload = &ReloadResult{Time: now, Result: "error", Revision: revision, Error: err.Error()}
+		e.status.Store(&status)
+		e.log.Error(err, "policy reload failed; the last good policies stay in force",
+			"activeRevision", current.policy.revision, "triedRevision", revision)
+		return err
+	}
+
+	files, err := readPolicyFiles(e.policyDir)
+	if err != nil {
+		return fail("", err)
+	}
+	config, unknown, err := loadConfig(e.configFiles)
+	if err != nil {
+		return fail("", err)
+	}
+	revision, err := revisionOf(files, config)
+	if err != nil {
+		return fail("", err)
+	}
+	if revision == current.policy.revision {
+		// Nothing changed, or a broken change was undone.
+		if status.LastReload != nil && status.LastReload.Result == "error" {
+			e.reloads.WithLabelValues("success").Inc()
+			status.LastReload = &ReloadResult{Time: now, Result: "success", Revision: revision}
+			e.status.Store(&status)
+			e.log.Info("policies are back to the active revision", "revision", revision)
+		}
+		return nil
+	}
+	p, err := compilePolicy(files, config, unknown, e.plain)
+	if err != nil {
+		return fail(revision, err)
+	}
+	var fence *fencestate.State
+	if current.hasFence {
+		fence = &current.fence
+	}
+	snap, err := newSnapshot(ctx, p, fence, e.plain)
+	if err != nil {
+		return fail(revision, err)
+	}
+	e.current.Store(snap)
+	e.reloads.WithLabelValues("success").Inc()
+	status = PolicyStatus{
+		Revision:    p.revision,
+		Source:      e.source(),
+		Files:       p.files,
+		ConfigFiles: e.configFiles,
+		ActiveSince: now,
+		LastReload:  &ReloadResult{Time: now, Result: "success", Revision: p.revision},
+	}
+	e.status.Store(&status)
+	e.logLoaded(p)
+	return nil
+}

@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/valyala/fastjson"
+)
+
+// pathTree is the set of input paths the policies read. Only those parts of
+// an AdmissionReview are turned into the policy's input: a 6 KB UPDATE with
+// managedFields costs far more to convert than to evaluate, and the shipped
+// policies read a handful of fields. A policy that reads a whole subtree
+// (input.request.object, or input itself) gets the whole subtree.
+//
+// The projection of a value keeps its type: an object becomes an object with
+// just the members named by children (none, if only its type is read); any
+// other value is kept whole.
+type pathTree struct {
+	// all: the whole value at this path is read.
+	all bool
+	// children: the keys below this path that are read, when not all.
+	children map[string]*pathTree
+}
+
+// add records that the value at path is read whole.
+func (t *pathTree) add(path []string) {
+	if t = t.touch(path); t != nil {
+		t.all, t.children = true, nil
+	}
+}
+
+// touch records that the type of the value at path is read, and returns its
+// node; nil when the path is already read whole.
+func (t *pathTree) touch(path []string) *pathTree {
+	for _, key := range path {
+		if t.all {
+			return nil
+		}
+		if t.children == nil {
+			t.children = map[string]*pathTree{}
+		}
+		child, ok := t.children[key]
+		if !ok {
+			child = &pathTree{}
+			t.children[key] = child
+		}
+		t = child
+	}
+	if t.all {
+		return nil
+	}
+	return t
+}
+
+// inputPathsOf finds every reference to input in the modules. A reference
+// counts up to its first part that is not a constant string:
+// input.request.userInfo.groups[_] reads input.request.userInfo.groups; a bare
+// input (passed to a function, compared, ...) reads everything.
+//
+// Two kinds of builtin calls read less than the whole value they are given,
+// and partially evaluated policies are full of them: a type check such as
+// is_object(input.x) reads only the type of input.x, and object.get(input.x,
+// "k", d) reads only input.x's type and its member "k". A projection keeps
+// every value's type (an object stays an object, with just the members
+// asked for), so these calls see exactly what they would see in the whole
+// input.
+func inputPathsOf(modules map[string]*ast.Module) *pathTree {
+	tree := &pathTree{}
+	var visitor *ast.GenericVisitor
+	walkAll := func(terms []*ast.Term) {
+		for _, t := range terms {
+			visitor.Walk(t)
+		}
+	}
+	// call handles a builtin call; it reports false for a call it does not
+	// know, whose operands are then walked as any other terms.
+	call := func(operator *ast.Term, operands []*ast.Term) bool {
+		name := operator.String()
+		switch {
+		case typeChecks[name] && len(operands) >= 1:
+			path, ok := inputRefPath(operands[0])
+			if !ok {
+				return false
+			}
+			tree.touch(path)
+			walkAll(operands[1:])
+			return true
+		case name == "object.get" && len(operands) >= 3:
+			path, ok := inputRefPath(operands[0])
+			if !ok {
+				return false
+			}
+			tree.touch(path)
+			switch key := operands[1].Value.(type) {
+			case ast.String:
+				tree.add(append(path, string(key)))
+			case *ast.Array:
+				// A path of keys: the longest prefix of strings is read
+				// whole. (A number in it would index an array, which a
+				// projection keeps whole anyway.)
+				full := append([]string(nil), path...)
+				for i := range key.Len() {
+					s, isString := key.Elem(i).Value.(ast.String)
+					if !isString {
+						break
+					}
+					full = append(full, string(s))
+				}
+				tree.add(full)
+			default:
+				if !ast.IsConstant(key) {
+					tree.add(path)
+				}
+				// A constant key that is not a string is in no JSON
+				// object: the call returns the default either way.
+			}
+			walkAll(operands[1:])
+			return true
+		}
+		return false
+	}
+	visitor = ast.NewGenericVisitor(func(x any) bool {
+		switch x := x.(type) {
+		case *ast.Expr:
+			if x.IsCall() && call(x.OperatorTerm(), x.Operands()) {
+				for _, w := range x.With {
+					visitor.Walk(w)
+				}
+				return true
+			}
+		case ast.Call:
+			return call(x[0], x[1:])
+		case ast.Ref:
+			if !x[0].Equal(ast.InputRootDocument) {
+				return false
+			}
+			path, _ := refPath(x)
+			tree.add(path)
+			// The rest of the reference may hold other references, as in
+			// input.a[input.b]; the head is done.
+			walkAll(x[1:])
+			return true
+		case ast.Var:
+			if x.Equal(ast.InputRootDocument.Value) {
+				tree.add(nil)
+			}
+		}
+		return false
+	})
+	for _, m := range modules {
+		visitor.Walk(m)
+	}
+	return tree
+}
+
+// typeChecks are the builtins that read only their argument's type.
+var typeChecks = map[string]bool{
+	"is_object": true, "is_array": true, "is_set": true, "is_string": true,
+	"is_number": true, "is_boolean": true, "is_null": true,
+}
+
+// refPath returns the constant string keys of an input reference up to its
+// first other part, and whether there was no other part.
+func refPath(ref ast.Ref) ([]string, bool) {
+	path := make([]string, 0, len(ref)-1)
+	for _, term := range ref[1:] {
+		s, ok := term.Value.(ast.String)
+		if !ok {
+			return path, false
+		}
+		path = append(path, string(s))
+	}
+	return path, true
+}
+
+// inputRefPath returns the path of a term that is an input reference made
+// of constant strings only.
+func inputRefPath(t *ast.Term) ([]string, bool) {
+	ref, ok := t.Value.(ast.Ref)
+	if !ok || !ref[0].Equal(ast.InputRootDocument) {
+		return nil, false
+	}
+	return refPath(ref)
+}
+
+// project builds the policy input from a parsed JSON value: the parts of v
+// that tree names, converted to AST values.
+func project(v *fastjson.Value, tree *pathTree) ast.Value {
+	if tree.all || v.Type() != fastjson.TypeObject {
+		return toAST(v)
+	}
+	obj := ast.NewObject()
+	o, _ := v.Object() // v is an object: checked above
+	for key, child := range tree.children {
+		if cv := lastMember(o, key); cv != nil {
+			obj.Insert(ast.StringTerm(key), ast.NewTerm(project(cv, child)))
+		}
+	}
+	return obj
+}
+
+// lastMember returns the value of key in o. When a key repeats, the last
+// one wins, as with encoding/json and OPA's own JSON decoding.
+func lastMember(o *fastjson.Object, key string) *fastjson.Value {
+	var found *fastjson.Value
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		if string(k) == key {
+			found = v
+		}
+	})
+	return found
+}
+
+// toAST converts a parsed JSON value to an AST value.
+func toAST(v *fastjson.Value) ast.Value {
+	switch v.Type() {
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		obj := ast.NewObjectWithCapacity(o.Len())
+		o.Visit(func(k []byte, cv *fastjson.Value) {
+			obj.Insert(ast.StringTerm(string(k)), ast.NewTerm(toAST(cv)))
+		})
+		return obj
+	case fastjson.TypeArray:
+		items, _ := v.Array()
+		terms := make([]*ast.Term, len(items))
+		for i, item := range items {
+			terms[i] = ast.NewTerm(toAST(item))
+		}
+		return ast.NewArray(terms...)
+	case fastjson.TypeString:
+		b, _ := v.StringBytes()
+		return ast.String(b)
+	case fastjson.TypeNumber:
+		return ast.Number(v.MarshalTo(nil))
+	case fastjson.TypeTrue:
+		return ast.Boolean(true)
+	case fastjson.TypeFalse:
+		return ast.Boolean(false)
+	default:
+		return ast.NullValue
+	}
+}

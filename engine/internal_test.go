@@ -1,0 +1,254 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/valyala/fastjson"
+
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// render prints a path tree as sorted paths; "path:type" marks a value of
+// which only the type (and the members listed below it) is read.
+func (t *pathTree) render() string {
+	var paths []string
+	var walk func(prefix string, n *pathTree)
+	walk = func(prefix string, n *pathTree) {
+		switch {
+		case n.all:
+			paths = append(paths, prefix)
+		case len(n.children) == 0:
+			paths = append(paths, prefix+":type")
+		}
+		for _, k := range slices.Sorted(maps.Keys(n.children)) {
+			walk(prefix+"."+k, n.children[k])
+		}
+	}
+	walk("input", t)
+	return strings.Join(paths, " ")
+}
+
+func TestInputPaths(t *testing.T) {
+	tests := map[string]struct {
+		rules string
+		want  string
+	}{
+		"fields": {
+			rules: `a if input.request.operation == "CREATE"
+b if input.request.userInfo.username == "x"`,
+			want: "input.request.operation input.request.userInfo.username",
+		},
+		"iteration reads the collection": {
+			rules: `a if { some g in input.request.userInfo.groups; g == "x" }
+b if input.request.userInfo.groups[_] == "y"`,
+			want: "input.request.userInfo.groups",
+		},
+		"a variable key reads the whole object": {
+			rules: `a if { k := "x"; input.request.object.metadata.labels[k] }`,
+			want:  "input.request.object.metadata.labels",
+		},
+		"a reference inside a reference": {
+			rules: `a if input.request.object.metadata.labels[input.request.name]`,
+			want:  "input.request.name input.request.object.metadata.labels",
+		},
+		"a whole subtree": {
+			rules: `a if count(input.request.object) > 0
+b if input.request.object.metadata.name == "x"`,
+			want: "input.request.object",
+		},
+		"bare input reads everything": {
+			rules: `a if f(input)
+f(x) if x.request`,
+			want: "input",
+		},
+		"a type check reads the type": {
+			rules: `a if is_object(input.request.object.metadata.annotations)`,
+			want:  "input.request.object.metadata.annotations:type",
+		},
+		"object.get with a key reads that member": {
+			rules: `a if object.get(input.request.object.metadata.annotations, "x/y", null) != "1"
+b if is_object(input.request.object.metadata.annotations)`,
+			want: "input.request.object.metadata.annotations.x/y",
+		},
+		"object.get with a path of keys": {
+			rules: `a if object.get(input.request, ["object", "metadata", "name"], "") == "x"`,
+			want:  "input.request.object.metadata.name",
+		},
+		"object.get with a number in the path": {
+			rules: `a if object.get(input.request, ["object", 0, "name"], "") == "x"`,
+			want:  "input.request.object",
+		},
+		"object.get with a variable key": {
+			rules: `a if { some k in ["x"]; object.get(input.request.object.metadata.labels, k, null) }`,
+			want:  "input.request.object.metadata.labels",
+		},
+		"object.get with a constant key that is not a string": {
+			rules: `a if object.get(input.request.object, 1, null) == null`,
+			want:  "input.request.object:type",
+		},
+		"object.get on a reference with a variable": {
+			rules: `a if { some i; object.get(input.items[i], "x", null) }`,
+			want:  "input.items",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			src := "package p\n\n" + tc.rules + "\n"
+			// Both the parsed modules (what partial evaluation writes) and
+			// the compiled ones must give a sound answer.
+			parsed := map[string]*ast.Module{"p.rego": ast.MustParseModuleWithOpts(src, ast.ParserOptions{RegoVersion: ast.RegoV1})}
+			if got := inputPathsOf(parsed).render(); got != tc.want {
+				t.Errorf("paths = %q, want %q", got, tc.want)
+			}
+			compiled := ast.MustCompileModulesWithOpts(map[string]string{"p.rego": src}, ast.CompileOpts{ParserOptions: ast.ParserOptions{RegoVersion: ast.RegoV1}})
+			paths := inputPathsOf(compiled.Modules)
+			if !covers(paths, inputPathsOf(parsed)) {
+				t.Errorf("compiled paths %q do not cover parsed paths %q", paths.render(), tc.want)
+			}
+		})
+	}
+}
+
+// covers reports whether every path that small reads is read by big.
+func covers(big, small *pathTree) bool {
+	if big.all {
+		return true
+	}
+	if small.all {
+		return false
+	}
+	for k, c := range small.children {
+		b, ok := big.children[k]
+		if !ok || !covers(b, c) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestProject(t *testing.T) {
+	tree := &pathTree{}
+	tree.add([]string{"request", "operation"})
+	tree.touch([]string{"request", "object", "metadata", "annotations"})
+	tree.add([]string{"request", "object", "metadata", "annotations", "a"})
+	tree.add([]string{"request", "userInfo"})
+	tests := map[string]struct {
+		body string
+		want string
+	}{
+		"only what is read": {
+			body: `{"request":{"operation":"CREATE","uid":"1","userInfo":{"username":"u","groups":["g"]},
+				"object":{"metadata":{"name":"n","annotations":{"a":"1","b":"2"}},"spec":{}}}}`,
+			want: `{"request": {"object": {"metadata": {"annotations": {"a": "1"}}}, "operation": "CREATE", "userInfo": {"groups": ["g"], "username": "u"}}}`,
+		},
+		"an object keeps its type without members": {
+			body: `{"request":{"object":{"metadata":{"annotations":{"b":"2"}}}}}`,
+			want: `{"request": {"object": {"metadata": {"annotations": {}}}}}`,
+		},
+		"other values are kept whole": {
+			body: `{"request":{"object":{"metadata":{"annotations":["a"]}},"operation":{"x":[1,2.5,true,null]}}}`,
+			want: `{"request": {"object": {"metadata": {"annotations": ["a"]}}, "operation": {"x": [1, 2.5, true, null]}}}`,
+		},
+		"the last of repeated keys wins": {
+			body: `{"request":{"operation":"DELETE","operation":"CREATE"}}`,
+			want: `{"request": {"operation": "CREATE"}}`,
+		},
+		"escaped keys and strings": {
+			body: `{"request":{"oper\u0061tion":"C\"R\u00e9"}}`,
+			want: `{"request": {"operation": "C\"Ré"}}`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var p fastjson.Parser
+			v, err := p.Parse(tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := project(v, tree).String(); got != tc.want {
+				t.Errorf("projection = %s\nwant         %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSnapshotOptimizations checks which optimizations a snapshot applies:
+// the shipped policies get a self-contained residual, a narrow projection
+// and a decision cache; a policy that calls a non-deterministic builtin gets
+// no cache; one whose residual refers to the original rules is compiled with
+// them.
+func TestSnapshotOptimizations(t *testing.T) {
+	shipped, err := readPolicyFiles("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(name, src string) []policyFile {
+		return append(slices.Clone(shipped), policyFile{name: name, content: []byte(src)})
+	}
+	fenced := &fencestate.State{Status: fencestate.Fenced, Domain: "default",
+		Cluster: fencestate.Cluster{Name: "west", Epoch: 3}, Holder: fencestate.Cluster{Name: "east", Epoch: 7}}
+	tests := map[string]struct {
+		files        []policyFile
+		wantCache    bool
+		wantPaths    string
+		wantOriginal bool
+	}{
+		"shipped": {
+			files:     shipped,
+			wantCache: true,
+			wantPaths: "input.request.kind.group input.request.kind.kind input.request.object.metadata.annotations.fencegate.dev/fenced " +
+				"input.request.object.metadata.annotations.fencegate.dev/fenced-by input.request.operation input.request.subResource",
+		},
+		"non-deterministic": {
+			files: with("late.rego", `package fencegate.admission
+
+allowed := false if {
+	input.request.operation == "CREATE"
+	time.now_ns() < 0
+}
+`),
+			wantCache: false,
+		},
+		"comprehension over the request": {
+			files: with("names.rego", `package fencegate.admission
+
+warnings contains w if {
+	names := [n | some n, _ in input.request.object.metadata.labels; n != data.fencegate.ownership.holder]
+	w := concat(",", names)
+	w != ""
+}
+`),
+			wantCache:    true,
+			wantOriginal: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := compilePolicy(tc.files, map[string]any{}, nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := newSnapshot(context.Background(), p, fenced, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.residualErr != nil {
+				t.Fatalf("no residual: %v", s.residualErr)
+			}
+			if (s.cache != nil) != tc.wantCache {
+				t.Errorf("cache = %v, want %v", s.cache != nil, tc.wantCache)
+			}
+			if tc.wantPaths != "" && s.inputPaths.render() != tc.wantPaths {
+				t.Errorf("paths = %q\nwant    %q", s.inputPaths.render(), tc.wantPaths)
+			}
+			if tc.wantOriginal && !covers(s.inputPaths, p.inputPaths) {
+				t.Errorf("residual paths %q do not cover the original's %q", s.inputPaths.render(), p.inputPaths.render())
+			}
+		})
+	}
+}

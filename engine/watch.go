@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"k8s.io/utils/clock"
+)
+
+// Start reloads the policies and the config whenever their files change,
+// until ctx ends. It watches the directories rather than the files, which
+// is what sees a ConfigMap volume's update: the kubelet writes the new files
+// into a fresh directory and swaps the ..data symbolic link to it. A burst of
+// events is reloaded once, after ReloadDelay of quiet.
+func (e *Engine) Start(ctx context.Context) error {
+	var dirs []string
+	if e.policyDir != "" {
+		dirs = append(dirs, e.policyDir)
+	}
+	for _, f := range e.configFiles {
+		if dir := filepath.Dir(f); !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	if len(dirs) == 0 {
+		// The embedded policies never change.
+		<-ctx.Done()
+		return nil
+	}
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch policy files: %w", err)
+	}
+	defer func() { _ = watcher.Close() }() // closing only stops the watch
+	for _, dir := range dirs {
+		if err := watcher.Add(dir); err != nil {
+			return fmt.Errorf("watch %s: %w", dir, err)
+		}
+	}
+	// Changes made between New and the watch starting are not lost.
+	_ = e.Reload(ctx)
+
+	var timer clock.Timer
+	var fire <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-watcher.Events:
+			if !ok {
+				return nil
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			timer = e.clock.NewTimer(e.reloadDelay)
+			fire = timer.C()
+		case err, ok := <-watcher.Errors:
+			if !ok {
+				return nil
+			}
+			// The kernel's event queue overflowed or the like: reload to be
+			// sure nothing was missed.
+			e.log.Error(err, "watching policy files failed; reloading")
+			timer = e.clock.NewTimer(0)
+			fire = timer.C()
+		case <-fire:
+			fire = nil
+			// A failed reload is logged, counted and shown by Reload.
+			_ = e.Reload(ctx)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+# Admission of Component changes: the webhook evaluates
+# data.fencegate.admission.decision for every AdmissionReview it receives
+# (input is the AdmissionReview, so the request is input.request).
+#
+# Only the cluster that holds the ownership fence may create or update
+# Components. Elsewhere a create or update is denied (enforcement "deny"),
+# admitted with a warning ("warn") or admitted and only logged ("dryrun").
+# Deletes are always admitted (a fenced cluster must be able to clean up),
+# as are status updates by fencegate's own controller and requests by exempt
+# users, groups and namespaces.
+#
+# The mutating endpoint applies the patch: while this cluster holds the fence
+# it stamps the epoch and the fencing token on the Component; a change
+# admitted while it does not hold the fence is marked as such instead.
+#
+# A note on style: the engine partially evaluates these rules against the
+# fence state and the config whenever either changes, so that a request only
+# evaluates what depends on it. Rules that walk the configured names first
+# and then compare them with the request, and sets instead of comprehensions,
+# keep what is left for each request small. Any valid Rego works; it may
+# just be slower.
+package fencegate.admission
+
+import data.fencegate.ownership
+import data.fencegate.settings
+
+# The decision the webhook reads. The validating endpoint uses allowed,
+# reasons and warnings; the mutating endpoint uses patch and warnings.
+# violations lists what enforcement "warn" or "dryrun" let through, for the
+# decision log.
+decision := {
+	"allowed": allowed,
+	"reasons": reasons,
+	"warnings": sort(warnings),
+	"patch": sort(patch),
+	"violations": violations,
+}
+
+# ---------------------------------------------------------------------------
+# What is being asked.
+
+# Only Components are fenced; anything else the webhook may be sent is
+# admitted untouched.
+component if {
+	input.request.kind.group == "components.fencegate.dev"
+	input.request.kind.kind == "Component"
+}
+
+creates_or_updates if {
+	component
+	input.request.operation in {"CREATE", "UPDATE"}
+}
+
+deletes if {
+	component
+	input.request.operation == "DELETE"
+}
+
+status_update if input.request.subResource == "status"
+
+# A status update by fencegate's own controller: always admitted, so that it
+# can record why a Component is held.
+controller_status_update if {
+	status_update
+	some user in settings.controller_users
+	input.request.userInfo.username == user
+}
+
+# Why a request is exempt (break-glass), if it is.
+exemptions contains sprintf("user %q is exempt", [user]) if {
+	some user in settings.exempt_users
+	input.request.userInfo.username == user
+}
+
+exemptions contains sprintf("group %q is exempt", [group]) if {
+	some group in settings.exempt_groups
+	group in input.request.userInfo.groups
+}
+
+exemptions contains sprintf("namespace %q is exempt", [namespace]) if {
+	some namespace in settings.exempt_namespaces
+	input.request.namespace == namespace
+}
+
+exempt if {
+	some _ in exemptions
+}
+
+# ---------------------------------------------------------------------------
+# The fence rule.
+
+# A create or update that this cluster may not make on its own: it does not
+# hold the fence (fencegate's controller may still write status).
+not_permitted if {
+	creates_or_updates
+	not ownership.holds
+	not controller_status_update
+}
+
+# ... and nothing exempts it.
+violates if {
+	not_permitted
+	not exempt
+}
+
+# The denial message: where this cluster stands and what to do.
+denial := concat("", ["fencegate: ", ownership.explanation])
+
+default allowed := true
+
+allowed := false if {
+	violates
+	settings.enforcement == "deny"
+}
+
+default reasons := []
+
+reasons := [denial] if {
+	violates
+	settings.enforcement == "deny"
+}
+
+default violations := []
+
+violations := [denial] if {
+	violates
+	settings.enforcement != "deny"
+}
+
+# ---------------------------------------------------------------------------
+# Warnings: kubectl prints them to whoever made the request.
+
+warnings contains concat("", ["fencegate: admitted only because enforcement is \"warn\": ", ownership.explanation]) if {
+	violates
+	settings.enforcement == "warn"
+}
+
+warnings contains sprintf("fencegate: admitted because %s: %s", [concat(" and ", sort(exemptions)), ownership.explanation]) if {
+	not_permitted
+	exempt
+}
+
+warnings contains sprintf(
+	concat(" ", [
+		"fencegate: this delete removes the Component from %s only, which does not hold the ownership fence",
+		"of domain %q (%s); the Component on the cluster that holds the fence is not affected.",
+	]),
+	[ownership.this_cluster, ownership.domain, ownership.holder_clause],
+) if {
+	deletes
+	not ownership.holds
+}
+
+# ---------------------------------------------------------------------------
+# Mutation: stamp or mark the Component's annotations. The patch only adds
+# or replaces fencegate.dev/ annotations and removes stale fencegate.dev/
+# marks; nothing else of the object is touched.
+
+epoch_annotation := "fencegate.dev/epoch"
+
+token_annotation := "fencegate.dev/token"
+
+fenced_annotation := "fencegate.dev/fenced"
+
+fenced_by_annotation := "fencegate.dev/fenced-by"
+
+# The annotations an admitted create or update gets. While this cluster holds
+# the fence: the epoch it holds the fence at and the fencing token, which an
+# actuator compares with the current token before acting. Otherwise
+# (admitted by warn, dryrun or an exemption): a mark naming the holder, so
+# that actuators and auditors can tell that the change did not come through
+# the holder.
+stamps := {
+	epoch_annotation: sprintf("%d", [ownership.cluster_epoch]),
+	token_annotation: sprintf("%d", [ownership.token]),
+} if {
+	ownership.holds
+}
+
+stamps := {
+	fenced_annotation: "true",
+	fenced_by_annotation: ownership.holder,
+} if {
+	not ownership.holds
+}
+
+# Admitted creates and updates of a Component itself (not its status) are
+# stamped.
+stamped if {
+	creates_or_updates
+	not status_update
+	allowed
+}
+
+has_annotations if is_object(input.request.object.metadata.annotations)
+
+# Without an annotations map, one operation adds the whole map.
+patch contains {"op": "add", "path": "/metadata/annotations", "value": stamps} if {
+	stamped
+	not has_annotations
+}
+
+# With one, an operation per annotation whose value changes ("add" replaces
+# an existing member).
+patch contains {"op": "add", "path": annotation_path(key), "value": value} if {
+	stamped
+	has_annotations
+	some key, value in stamps
+	object.get(input.request.object.metadata.annotations, key, null) != value
+}
+
+# A mark left by an earlier admission while this cluster did not hold the
+# fence no longer describes a Component that the holder has now admitted.
+patch contains {"op": "remove", "path": annotation_path(key)} if {
+	stamped
+	ownership.holds
+	has_annotations
+	some key in [fenced_annotation, fenced_by_annotation]
+	object.get(input.request.object.metadata.annotations, key, null) != null
+}
+
+# JSONPatch paths are JSON pointers: "~" and "/" in a key are escaped.
+annotation_path(key) := concat("/", ["", "metadata", "annotations", strings.replace_n({"~": "~0", "/": "~1"}, key)])

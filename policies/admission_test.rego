@@ -1,0 +1,299 @@
+package fencegate.admission_test
+
+import data.fencegate.admission
+import data.fencegate.ownership
+
+# ---------------------------------------------------------------------------
+# Fixtures.
+
+east := {"name": "east", "uid": "east-uid", "epoch": 7}
+
+west := {"name": "west", "uid": "west-uid", "epoch": 3}
+
+active := {"status": "active", "domain": "default", "cluster": east, "holder": east, "token": 1042}
+
+fence(status) := {"status": status, "domain": "default", "cluster": west, "holder": east, "token": 1042}
+
+not_holding := ["fenced", "epoch_regressed", "acquiring", "unknown", "unsupported"]
+
+config := {"controller_users": ["system:serviceaccount:fencegate:fencegate"]}
+
+component(annotations) := {
+	"apiVersion": "components.fencegate.dev/v1alpha1",
+	"kind": "Component",
+	"metadata": object.union({"name": "billing", "namespace": "default"}, annotations),
+	"spec": {"enabled": true},
+}
+
+plain := component({})
+
+annotated(annotations) := component({"annotations": annotations})
+
+# request builds an AdmissionReview; fields overrides parts of the request.
+request(operation, fields) := {
+	"apiVersion": "admission.k8s.io/v1",
+	"kind": "AdmissionReview",
+	"request": object.union(
+		{
+			"uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+			"kind": {"group": "components.fencegate.dev", "version": "v1alpha1", "kind": "Component"},
+			"resource": {"group": "components.fencegate.dev", "version": "v1alpha1", "resource": "components"},
+			"name": "billing",
+			"namespace": "default",
+			"operation": operation,
+			"userInfo": {"username": "alice", "groups": ["developers", "system:authenticated"]},
+			"object": plain,
+			"oldObject": plain,
+			"dryRun": false,
+		},
+		fields,
+	),
+}
+
+decide(req, state, settings) := d if {
+	d := admission.decision with input as req with data.fence as state with data.fencegate.config as settings
+}
+
+explanation(state) := e if {
+	e := ownership.explanation with data.fence as state
+}
+
+message(state) := concat("", ["fencegate: ", explanation(state)])
+
+# ---------------------------------------------------------------------------
+# The decision's shape.
+
+test_decision_has_every_field if {
+	d := decide(request("CREATE", {}), active, config)
+	object.keys(d) == {"allowed", "reasons", "warnings", "patch", "violations"}
+}
+
+# ---------------------------------------------------------------------------
+# This cluster holds the fence.
+
+test_active_admits_creates_and_updates_without_warnings if {
+	every operation in ["CREATE", "UPDATE"] {
+		d := decide(request(operation, {}), active, config)
+		d.allowed
+		d.reasons == []
+		d.warnings == []
+		d.violations == []
+	}
+}
+
+test_active_adds_the_annotations_map_when_there_is_none if {
+	d := decide(request("CREATE", {}), active, config)
+	d.patch == [{"op": "add", "path": "/metadata/annotations", "value": {"fencegate.dev/epoch": "7", "fencegate.dev/token": "1042"}}]
+}
+
+test_active_adds_each_stamp_that_changes_and_keeps_user_annotations if {
+	obj := annotated({"team": "payments", "fencegate.dev/epoch": "7", "fencegate.dev/token": "1041"})
+	d := decide(request("UPDATE", {"object": obj}), active, config)
+	d.patch == [{"op": "add", "path": "/metadata/annotations/fencegate.dev~1token", "value": "1042"}]
+}
+
+test_active_patches_nothing_when_the_stamps_are_current if {
+	obj := annotated({"fencegate.dev/epoch": "7", "fencegate.dev/token": "1042"})
+	d := decide(request("UPDATE", {"object": obj}), active, config)
+	d.patch == []
+}
+
+test_active_removes_stale_fence_marks if {
+	obj := annotated({"fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "west@3", "team": "payments"})
+	d := decide(request("UPDATE", {"object": obj}), active, config)
+	d.patch == [
+		{"op": "add", "path": "/metadata/annotations/fencegate.dev~1epoch", "value": "7"},
+		{"op": "add", "path": "/metadata/annotations/fencegate.dev~1token", "value": "1042"},
+		{"op": "remove", "path": "/metadata/annotations/fencegate.dev~1fenced"},
+		{"op": "remove", "path": "/metadata/annotations/fencegate.dev~1fenced-by"},
+	]
+}
+
+test_active_never_patches_status_updates_or_deletes if {
+	decide(request("UPDATE", {"subResource": "status"}), active, config).patch == []
+	decide(request("DELETE", {"object": null}), active, config).patch == []
+}
+
+test_active_admits_deletes_without_warnings if {
+	d := decide(request("DELETE", {"object": null}), active, config)
+	d.allowed
+	d.warnings == []
+}
+
+# ---------------------------------------------------------------------------
+# This cluster does not hold the fence, enforcement "deny".
+
+test_not_holding_denies_creates_and_updates_with_the_status_message if {
+	every status in not_holding {
+		every operation in ["CREATE", "UPDATE"] {
+			d := decide(request(operation, {}), fence(status), config)
+			not d.allowed
+			d.reasons == [message(fence(status))]
+			d.warnings == []
+			d.patch == []
+			d.violations == []
+		}
+	}
+}
+
+test_fenced_denial_names_cluster_epoch_holder_and_what_to_do if {
+	d := decide(request("CREATE", {}), fence("fenced"), config)
+	d.reasons == [concat(" ", [
+		`fencegate: cluster "west" (epoch 3) does not hold the ownership fence of domain "default": cluster "east" holds it at epoch 7.`,
+		"Components can only change on the cluster that holds the fence.",
+		"To fail over to west, raise its epoch above 7 (helm upgrade --set epoch=8).",
+	])]
+}
+
+test_not_holding_denies_without_a_fence_state if {
+	d := admission.decision with input as request("CREATE", {}) with data.fencegate.config as config
+	not d.allowed
+	contains(d.reasons[0], "no fence state has been written yet")
+}
+
+test_not_holding_admits_deletes_with_a_warning if {
+	every status in not_holding {
+		d := decide(request("DELETE", {"object": null}), fence(status), config)
+		d.allowed
+		d.reasons == []
+		d.patch == []
+		d.warnings == [concat(" ", [
+			`fencegate: this delete removes the Component from cluster "west" only, which does not hold the ownership fence`,
+			`of domain "default" (cluster "east" holds it at epoch 7); the Component on the cluster that holds the fence is not affected.`,
+		])]
+	}
+}
+
+test_controller_status_updates_are_always_admitted if {
+	every status in not_holding {
+		d := decide(
+			request("UPDATE", {"subResource": "status", "userInfo": {"username": "system:serviceaccount:fencegate:fencegate", "groups": []}}),
+			fence(status), config,
+		)
+		d.allowed
+		d.warnings == []
+		d.patch == []
+	}
+}
+
+test_status_updates_by_others_are_denied if {
+	d := decide(request("UPDATE", {"subResource": "status"}), fence("fenced"), config)
+	not d.allowed
+}
+
+test_the_controller_may_not_change_the_component_itself if {
+	d := decide(
+		request("UPDATE", {"userInfo": {"username": "system:serviceaccount:fencegate:fencegate", "groups": []}}),
+		fence("fenced"), config,
+	)
+	not d.allowed
+}
+
+test_dry_run_requests_get_the_same_decision if {
+	every status in array.concat(["active"], not_holding) {
+		state := object.union(fence(status), {"cluster": east})
+		every operation in ["CREATE", "UPDATE", "DELETE"] {
+			decide(request(operation, {"dryRun": true}), state, config) == decide(request(operation, {"dryRun": false}), state, config)
+		}
+	}
+}
+
+test_other_kinds_are_admitted_untouched if {
+	req := request("CREATE", {"kind": {"group": "", "version": "v1", "kind": "ConfigMap"}})
+	d := decide(req, fence("fenced"), config)
+	d == {"allowed": true, "reasons": [], "warnings": [], "patch": [], "violations": []}
+}
+
+# ---------------------------------------------------------------------------
+# Exemptions (break-glass).
+
+exempt_config := object.union(config, {
+	"exempt_users": ["root-admin"],
+	"exempt_groups": ["break-glass"],
+	"exempt_namespaces": ["sandbox"],
+})
+
+marks := [{"op": "add", "path": "/metadata/annotations", "value": {"fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "east@7"}}]
+
+test_exempt_requests_are_admitted_marked_and_warned if {
+	cases := {
+		`user "root-admin" is exempt`: {"userInfo": {"username": "root-admin", "groups": []}},
+		`group "break-glass" is exempt`: {"userInfo": {"username": "alice", "groups": ["developers", "break-glass"]}},
+		`namespace "sandbox" is exempt`: {"namespace": "sandbox"},
+	}
+	every why, fields in cases {
+		every status in not_holding {
+			d := decide(request("UPDATE", fields), fence(status), exempt_config)
+			d.allowed
+			d.reasons == []
+			d.violations == []
+			d.patch == marks
+			d.warnings == [sprintf("fencegate: admitted because %s: %s", [why, explanation(fence(status))])]
+		}
+	}
+}
+
+test_every_exemption_that_applies_is_named if {
+	fields := {"namespace": "sandbox", "userInfo": {"username": "root-admin", "groups": ["break-glass"]}}
+	d := decide(request("CREATE", fields), fence("fenced"), exempt_config)
+	startswith(d.warnings[0], `fencegate: admitted because group "break-glass" is exempt and namespace "sandbox" is exempt and user "root-admin" is exempt: `)
+}
+
+test_exemptions_change_nothing_while_active if {
+	d := decide(request("UPDATE", {"userInfo": {"username": "root-admin", "groups": []}}), active, exempt_config)
+	d.warnings == []
+	d.patch == [{"op": "add", "path": "/metadata/annotations", "value": {"fencegate.dev/epoch": "7", "fencegate.dev/token": "1042"}}]
+}
+
+test_non_exempt_requests_are_still_denied if {
+	d := decide(request("UPDATE", {}), fence("fenced"), exempt_config)
+	not d.allowed
+}
+
+# ---------------------------------------------------------------------------
+# Enforcement "warn" and "dryrun".
+
+test_warn_admits_marks_and_warns if {
+	every status in not_holding {
+		d := decide(request("CREATE", {}), fence(status), object.union(config, {"enforcement": "warn"}))
+		d.allowed
+		d.reasons == []
+		d.violations == [message(fence(status))]
+		d.patch == marks
+		d.warnings == [concat("", ["fencegate: admitted only because enforcement is \"warn\": ", explanation(fence(status))])]
+	}
+}
+
+test_dryrun_admits_and_marks_silently if {
+	every status in not_holding {
+		d := decide(request("UPDATE", {}), fence(status), object.union(config, {"enforcement": "dryrun"}))
+		d.allowed
+		d.reasons == []
+		d.warnings == []
+		d.violations == [message(fence(status))]
+		d.patch == marks
+	}
+}
+
+test_marks_name_an_unknown_holder if {
+	state := {"status": "unknown", "domain": "default", "cluster": west, "holder": {"name": "", "uid": "", "epoch": 0}, "token": 0}
+	d := decide(request("CREATE", {}), state, object.union(config, {"enforcement": "warn"}))
+	d.patch == [{"op": "add", "path": "/metadata/annotations", "value": {"fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "unknown"}}]
+}
+
+test_marks_are_added_to_existing_annotations if {
+	obj := annotated({"team": "payments", "fencegate.dev/epoch": "3"})
+	d := decide(request("UPDATE", {"object": obj}), fence("fenced"), object.union(config, {"enforcement": "warn"}))
+	d.patch == [
+		{"op": "add", "path": "/metadata/annotations/fencegate.dev~1fenced", "value": "true"},
+		{"op": "add", "path": "/metadata/annotations/fencegate.dev~1fenced-by", "value": "east@7"},
+	]
+}
+
+# ---------------------------------------------------------------------------
+# Helpers.
+
+test_annotation_path_escapes_json_pointer_characters if {
+	admission.annotation_path("fencegate.dev/epoch") == "/metadata/annotations/fencegate.dev~1epoch"
+	admission.annotation_path("a~b/c") == "/metadata/annotations/a~0b~1c"
+}
