@@ -150,10 +150,17 @@ func testHelmTestScript(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 	var pod corev1.Pod
 	r.get(t, "Pod", fullname+"-test", &pod)
 	container := pod.Spec.Containers[0]
-	if len(container.Command) != 2 || container.Command[0] != "/bin/bash" || len(container.Args) != 1 {
-		t.Fatalf("the test Pod runs %v %v; want /bin/bash -c <script>", container.Command, container.Args)
+	if len(container.Command) != 2 || container.Command[0] != "/shell/sh" || len(container.Args) != 1 {
+		t.Fatalf("the test Pod runs %v %v; want /shell/sh -c <script>", container.Command, container.Args)
 	}
 	script := container.Args[0]
+	// In the Pod the shell is busybox's and the only program is kubectl:
+	// run the script with a POSIX shell and a PATH that holds kubectl alone,
+	// so that any other command it called would fail here too.
+	bin := t.TempDir()
+	if err := os.Symlink(filepath.Join(cp.Assets, "kubectl"), filepath.Join(bin, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
 
 	stub := &stubWebhook{}
 	stub.mode.Store("active")
@@ -197,17 +204,17 @@ func testHelmTestScript(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		"fenced where active is required":              {mode: "deny", expect: "active", pass: false, want: "FAIL: expected active, but east is fenced"},
 		"marked under warn enforcement":                {mode: "mark", expect: "fenced", pass: true, want: "PASS: east is marked"},
 		"admitted unstamped: no fencegate decision":    {mode: "admit", expect: "any", pass: false, want: "fencegate's mutating webhook did not answer"},
-		"stamped with another epoch: stale pods":       {mode: "stale", expect: "any", pass: false, want: "(got '6')"},
+		"stamped with another epoch: stale pods":       {mode: "stale", expect: "any", pass: false, want: "FAIL: stamped with epoch 6, not this release's epoch 7"},
 		"webhook failing":                              {mode: "error", expect: "any", pass: false, want: "FAIL: the dry run failed, and not because of the fence"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			stub.mode.Store(tc.mode)
-			cmd := exec.CommandContext(ctx, "/bin/bash", "-c", script)
+			cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
 			cmd.Env = []string{
 				"HOME=" + t.TempDir(),
 				"KUBECONFIG=" + cp.Kubeconfig,
-				"PATH=" + cp.Assets + ":/usr/bin:/bin",
+				"PATH=" + bin,
 				"EXPECT=" + tc.expect,
 			}
 			for _, e := range container.Env {
