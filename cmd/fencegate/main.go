@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/fencegate/fencegate/internal/envflag"
 )
@@ -63,6 +64,8 @@ func newRootCommand() *cobra.Command {
 	}
 	logs.addFlags(root)
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newAuthorityCommand(logs))
+	root.AddCommand(newFenceCommand(clock.RealClock{}))
 	envflag.Document(root)
 	return root
 }

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/fencegate/fencegate/authority"
+	"github.com/fencegate/fencegate/authority/etcdbackend"
+	"github.com/fencegate/fencegate/internal/tlsutil"
+)
+
+const (
+	// etcdStartTimeout bounds starting the embedded etcd or reaching the
+	// external one.
+	etcdStartTimeout = 60 * time.Second
+	// readyTimeout bounds the etcd check behind /readyz.
+	readyTimeout = 2 * time.Second
+	// httpShutdownTimeout bounds the metrics server's shutdown.
+	httpShutdownTimeout = 5 * time.Second
+)
+
+// authorityOptions are the flags of `fencegate authority`.
+type authorityOptions struct {
+	listen         string
+	dataDir        string
+	etcdEndpoints  []string
+	etcdTLS        tlsutil.ClientFiles
+	etcdPrefix     string
+	leaseTTL       time.Duration
+	tls            tlsutil.ServerFiles
+	insecure       bool
+	metricsAddress string
+}
+
+func newAuthorityCommand(logs *logOptions) *cobra.Command {
+	o := &authorityOptions{}
+	cmd := &cobra.Command{
+		Use:   "authority",
+		Short: "Run the reference fence authority: the gRPC FenceService, its state in etcd",
+		Long: `Run the reference fence authority: the gRPC FenceService that hands the
+ownership fence of each domain to the cluster that declares the highest epoch.
+
+It keeps the fence in an embedded single-node etcd under --data-dir, or in an
+external etcd cluster given by --etcd-endpoints (production: the fence then
+survives the loss of a machine, and several authorities over one etcd serve
+as replicas). It serves plaintext only on a loopback address unless
+--insecure is given; use --tls-cert/--tls-key for TLS and --client-ca to
+require client certificates (mTLS). Metrics, /healthz and /readyz are served
+on --metrics-address. SIGTERM stops it gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(cmd); err != nil {
+				return err
+			}
+			log, err := logs.logger(cmd)
+			if err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), log)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.listen, "listen", defaultAuthorityAddress, "address (host:port) to serve the gRPC FenceService on")
+	fs.StringVar(&o.dataDir, "data-dir", "./fencegate-authority-data", "directory of the embedded etcd that stores the fence (unused with --etcd-endpoints)")
+	fs.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "client URLs of an external etcd cluster to store the fence in, instead of the embedded etcd (comma-separated)")
+	fs.StringVar(&o.etcdTLS.CAFile, "etcd-ca", "", "file of the CAs that the external etcd's certificates must chain to")
+	fs.StringVar(&o.etcdTLS.CertFile, "etcd-cert", "", "client certificate file for the external etcd")
+	fs.StringVar(&o.etcdTLS.KeyFile, "etcd-key", "", "key file of --etcd-cert")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "/fencegate/", "prefix of every etcd key the authority writes; authorities sharing an etcd and a prefix are replicas of one authority")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "how long a granted or renewed fence lasts without renewal; a partitioned holder is replaced only after it")
+	fs.StringVar(&o.tls.CertFile, "tls-cert", "", "serving certificate file (PEM); reloaded when it changes")
+	fs.StringVar(&o.tls.KeyFile, "tls-key", "", "key file of --tls-cert")
+	fs.StringVar(&o.tls.ClientCAFile, "client-ca", "", "file of the CAs that client certificates must chain to; clients without one are refused (mTLS)")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow plaintext gRPC on a non-loopback --listen address")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:7444", "address (host:port) of the HTTP server of /metrics, /healthz and /readyz; empty turns it off")
+	return cmd
+}
+
+func (o *authorityOptions) validate(cmd *cobra.Command) error {
+	var errs []error
+	if o.leaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--lease-ttl %s: want at least 1s (agents renew every few seconds)", o.leaseTTL))
+	}
+	if _, _, err := net.SplitHostPort(o.listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: want host:port: %w", o.listen, err))
+	} else if !o.tls.Enabled() && !o.insecure && !isLoopback(o.listen) {
+		errs = append(errs, fmt.Errorf("--listen %s is not a loopback address: serve TLS with --tls-cert and --tls-key, or pass --insecure to serve plaintext anyway", o.listen))
+	}
+	switch {
+	case o.tls.Enabled() && (o.tls.CertFile == "" || o.tls.KeyFile == ""):
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	case o.tls.ClientCAFile != "" && !o.tls.Enabled():
+		errs = append(errs, errors.New("--client-ca needs TLS: give --tls-cert and --tls-key too"))
+	}
+	if len(o.etcdEndpoints) > 0 && cmd.Flags().Changed("data-dir") {
+		errs = append(errs, errors.New("--data-dir is for the embedded etcd and --etcd-endpoints for an external one: give one of them"))
+	}
+	if len(o.etcdEndpoints) == 0 && o.etcdTLS.Enabled() {
+		errs = append(errs, errors.New("--etcd-ca, --etcd-cert and --etcd-key need --etcd-endpoints"))
+	}
+	if o.metricsAddress != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-address %q: want host:port: %w", o.metricsAddress, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// /readyz answers from the service once it exists; /healthz as soon as
+	// the process serves HTTP, so an orchestrator can tell a slow etcd start
+	// from a dead process.
+	var service atomic.Pointer[authority.Service]
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	group, ctx := errgroup.WithContext(ctx)
+	// fail stops what already runs before returning a start-up error.
+	fail := func(err error) error {
+		stop()
+		_ = group.Wait()
+		return err
+	}
+	if o.metricsAddress != "" {
+		lis, err := net.Listen("tcp", o.metricsAddress)
+		if err != nil {
+			return fmt.Errorf("--metrics-address: %w", err)
+		}
+		srv := &http.Server{Handler: monitoringHandler(reg, &service), ReadHeaderTimeout: 5 * time.Second}
+		group.Go(func() error { return serveHTTP(ctx, srv, lis) })
+		log.Info("serving metrics and health checks", "address", "http://"+lis.Addr().String())
+	}
+
+	etcd, describeStore, closeStore, err := o.openStore(ctx, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeStore()
+	svc, err := authority.New(etcd, authority.Options{
+		LeaseTTL:   o.leaseTTL,
+		KeyPrefix:  o.etcdPrefix,
+		Logger:     log.WithName("authority"),
+		Registerer: reg,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	service.Store(svc)
+
+	var grpcOpts []grpc.ServerOption
+	if o.tls.Enabled() {
+		cfg, watcher, err := tlsutil.Server(o.tls)
+		if err != nil {
+			return fail(fmt.Errorf("--tls-cert/--tls-key: %w", err))
+		}
+		group.Go(func() error { return tlsutil.RunWatcher(ctx, watcher) })
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(cfg)))
+	}
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fail(fmt.Errorf("--listen: %w", err))
+	}
+	transport := "plaintext"
+	switch {
+	case o.tls.ClientCAFile != "":
+		transport = "mTLS"
+	case o.tls.Enabled():
+		transport = "TLS"
+	}
+	log.Info("fence authority serving", append([]any{"address", lis.Addr().String(), "transport", transport, "leaseTTL", o.leaseTTL.String()}, describeStore...)...)
+	srv := authority.NewServer(svc, grpcOpts...)
+	group.Go(func() error { return srv.Serve(ctx, lis) })
+	err = group.Wait()
+	log.Info("fence authority stopped")
+	return err
+}
+
+// openStore starts the embedded etcd or connects to the external one, and
+// returns its client, log values that say where the fence is kept, and a
+// function that closes it.
+func (o *authorityOptions) openStore(ctx context.Context, log logr.Logger) (*clientv3.Client, []any, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdStartTimeout)
+	defer cancel()
+	if len(o.etcdEndpoints) > 0 {
+		client, err := etcdbackend.Dial(ctx, etcdbackend.ExternalOptions{Endpoints: o.etcdEndpoints, TLS: o.etcdTLS, Logger: log})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--etcd-endpoints: %w", err)
+		}
+		return client, []any{"store", "external etcd", "endpoints", strings.Join(o.etcdEndpoints, ","), "prefix", o.etcdPrefix},
+			func() { _ = client.Close() }, nil
+	}
+	e, err := etcdbackend.StartEmbedded(ctx, etcdbackend.EmbeddedOptions{Dir: o.dataDir, Logger: log})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	return e.Client(), []any{"store", "embedded etcd", "dataDir", e.Dir()}, e.Close, nil
+}
+
+// monitoringHandler serves /metrics, /healthz (the process runs) and
+// /readyz (the authority can serve: etcd answers a quorum read).
+func monitoringHandler(reg *prometheus.Registry, service *atomic.Pointer[authority.Service]) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		svc := service.Load()
+		if svc == nil {
+			http.Error(w, "starting: the fence store is not open yet", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		if err := svc.Check(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// serveHTTP serves until ctx ends, then shuts down.
+func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve metrics on %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve metrics on %s: %w", lis.Addr(), err)
+	}
+	return nil
+}
