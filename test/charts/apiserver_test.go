@@ -16,16 +16,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fencegate/fencegate/internal/testcerts"
+	"github.com/fencegate/fencegate/internal/webhookcerts"
 	"github.com/fencegate/fencegate/test/cluster"
 )
 
@@ -278,9 +284,10 @@ func installStubWebhooks(t *testing.T, cp *cluster.ControlPlane, url string, caP
 	})
 }
 
-// testInstallUpgrade installs both charts for real (nothing runs them: the
-// control plane has no nodes) and checks what an operator meets: the NOTES,
-// and an upgrade that raises the epoch rolls the pods but leaves the CA
+// testInstallUpgrade installs both charts for real (no pod runs: the
+// control plane has no nodes) and checks what an operator meets: the NOTES;
+// fencegate's certificate manager working with exactly the chart's RBAC; and
+// an upgrade that raises the epoch, which rolls the pods but leaves the CA
 // bundle and the Secret that fencegate wrote alone.
 func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 	ctx := t.Context()
@@ -304,64 +311,79 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		}
 	}
 
-	// What fencegate does at start in self-signed mode: fill the Secret and
+	// fencegate's certificate manager, configured from the installed
+	// Deployment's environment and running as the chart's service account:
+	// the chart's narrow RBAC must be all it needs to fill the Secret and
 	// inject the bundle.
-	ca, err := testcerts.NewCA("fencegate webhook CA")
+	deploy := &appsv1.Deployment{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fullname}, deploy); err != nil {
+		t.Fatal(err)
+	}
+	container := deploy.Spec.Template.Spec.Containers[0]
+	asChart := rest.CopyConfig(cp.Config)
+	asChart.Impersonate = rest.ImpersonationConfig{
+		UserName: selfUser,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	runCertificateManager(t, asChart, webhookcerts.Options{
+		Namespace:         namespace,
+		SecretName:        env(container, "FENCEGATE_WEBHOOK_SECRET_NAME"),
+		ServiceName:       env(container, "FENCEGATE_WEBHOOK_SERVICE_NAME"),
+		ValidatingWebhook: env(container, "FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION"),
+		MutatingWebhook:   env(container, "FENCEGATE_MUTATING_WEBHOOK_CONFIGURATION"),
+		CertDir:           t.TempDir(),
+	})
+	// The RBAC is narrow indeed: the same identity may not read another
+	// Secret.
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "other"}}
+	if err := cp.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	impersonated, err := client.New(asChart, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := impersonated.Get(ctx, client.ObjectKeyFromObject(other), other); !apierrors.IsForbidden(err) {
+		t.Errorf("the chart's service account reads another Secret: %v", err)
+	}
+
 	secret := &corev1.Secret{}
 	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: webhookSecret}, secret); err != nil {
 		t.Fatal(err)
 	}
-	secret.Data = map[string][]byte{"ca.crt": ca.CertPEM, "ca-bundle.crt": ca.CertPEM}
-	if err := cp.Client.Update(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	bundle := secret.Data["ca-bundle.crt"]
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	for _, obj := range []client.Object{vwc, mwc} {
-		if err := cp.Client.Get(ctx, client.ObjectKey{Name: fullname}, obj); err != nil {
-			t.Fatal(err)
+	checkBundles := func(when string) {
+		t.Helper()
+		for _, obj := range []client.Object{vwc, mwc} {
+			if err := cp.Client.Get(ctx, client.ObjectKey{Name: fullname}, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, b := range map[string][]byte{"validating": vwc.Webhooks[0].ClientConfig.CABundle, "mutating": mwc.Webhooks[0].ClientConfig.CABundle} {
+			if len(b) == 0 || string(b) != string(bundle) {
+				t.Errorf("%s: the %s webhook does not carry the Secret's CA bundle", when, name)
+			}
 		}
 	}
-	for i := range vwc.Webhooks {
-		vwc.Webhooks[i].ClientConfig.CABundle = ca.CertPEM
-	}
-	for i := range mwc.Webhooks {
-		mwc.Webhooks[i].ClientConfig.CABundle = ca.CertPEM
-	}
-	for _, obj := range []client.Object{vwc, mwc} {
-		if err := cp.Client.Update(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	checkBundles("after injection")
 
 	if _, err := h.run(ctx, "upgrade", release, h.chartDir(fencegateChart), "--namespace", namespace,
 		"--reuse-values", "--set", "epoch=8"); err != nil {
 		t.Fatal(err)
 	}
-	deploy := &appsv1.Deployment{}
 	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fullname}, deploy); err != nil {
 		t.Fatal(err)
 	}
 	if got := env(deploy.Spec.Template.Spec.Containers[0], "FENCEGATE_EPOCH"); got != "8" {
 		t.Errorf("after the upgrade FENCEGATE_EPOCH = %q, want 8", got)
 	}
-	for _, obj := range []client.Object{vwc, mwc} {
-		if err := cp.Client.Get(ctx, client.ObjectKey{Name: fullname}, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, b := range map[string][]byte{"validating": vwc.Webhooks[0].ClientConfig.CABundle, "mutating": mwc.Webhooks[0].ClientConfig.CABundle} {
-		if string(b) != string(ca.CertPEM) {
-			t.Errorf("the upgrade reset the %s webhook's injected caBundle", name)
-		}
-	}
+	checkBundles("after the upgrade")
 	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: webhookSecret}, secret); err != nil {
 		t.Fatal(err)
 	}
-	if string(secret.Data["ca.crt"]) != string(ca.CertPEM) {
+	if string(secret.Data["ca-bundle.crt"]) != string(bundle) {
 		t.Error("the upgrade emptied the webhook Secret fencegate filled")
 	}
 
@@ -378,5 +400,37 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		if !strings.Contains(out, want) {
 			t.Errorf("authority NOTES lack %q:\n%s", want, out)
 		}
+	}
+}
+
+// runCertificateManager runs webhookcerts with cfg until it is ready, then
+// stops it.
+func runCertificateManager(t *testing.T, cfg *rest.Config, opts webhookcerts.Options) {
+	t.Helper()
+	mgr, err := manager.New(cfg, manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := webhookcerts.Add(mgr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the certificate manager did not get ready with the chart's RBAC (see its log above)")
 	}
 }
