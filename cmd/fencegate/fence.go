@@ -30,7 +30,11 @@ type fenceOptions struct {
 	clock clock.PassiveClock
 }
 
-func newFenceCommand(clk clock.PassiveClock) *cobra.Command {
+func newFenceCommand() *cobra.Command { return newFenceCommandWithClock(clock.RealClock{}) }
+
+// newFenceCommandWithClock lets tests show times against the clock of a
+// test authority.
+func newFenceCommandWithClock(clk clock.PassiveClock) *cobra.Command {
 	o := &fenceOptions{clock: clk}
 	cmd := &cobra.Command{
 		Use:   "fence",

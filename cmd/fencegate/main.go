@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/utils/clock"
 
 	"github.com/fencegate/fencegate/internal/envflag"
 )
@@ -65,7 +64,7 @@ func newRootCommand() *cobra.Command {
 	logs.addFlags(root)
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newAuthorityCommand(logs))
-	root.AddCommand(newFenceCommand(clock.RealClock{}))
+	root.AddCommand(newFenceCommand())
 	envflag.Document(root)
 	return root
 }

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/internal/testcerts"
+)
+
+// runRoot runs the fencegate root command with args and returns its
+// output and error.
+func runRoot(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	root := newRootCommand()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func TestAuthorityFlagErrors(t *testing.T) {
+	tests := map[string]struct {
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		"plaintext on every interface": {
+			args:    []string{"--listen", ":7443"},
+			wantErr: "--listen :7443 is not a loopback address: serve TLS with --tls-cert and --tls-key, or pass --insecure to serve plaintext anyway",
+		},
+		"plaintext on a public address": {
+			args:    []string{"--listen", "10.1.2.3:7443"},
+			wantErr: "--listen 10.1.2.3:7443 is not a loopback address",
+		},
+		"listen address without port": {args: []string{"--listen", "localhost"}, wantErr: `--listen "localhost": want host:port`},
+		"certificate without key":     {args: []string{"--tls-cert", "tls.crt"}, wantErr: "--tls-cert and --tls-key go together"},
+		"client CA without TLS":       {args: []string{"--client-ca", "ca.crt"}, wantErr: "--client-ca needs TLS"},
+		"both stores": {
+			args:    []string{"--etcd-endpoints", "https://etcd:2379", "--data-dir", "/var/lib/x"},
+			wantErr: "--data-dir is for the embedded etcd and --etcd-endpoints for an external one: give one of them",
+		},
+		"etcd TLS without endpoints": {args: []string{"--etcd-ca", "ca.crt"}, wantErr: "--etcd-ca, --etcd-cert and --etcd-key need --etcd-endpoints"},
+		"lease too short":            {args: []string{"--lease-ttl", "100ms"}, wantErr: "--lease-ttl 100ms: want at least 1s"},
+		"lease from the environment": {env: map[string]string{"FENCEGATE_LEASE_TTL": "200ms"}, wantErr: "--lease-ttl 200ms: want at least 1s"},
+		"bad metrics address":        {args: []string{"--metrics-address", "7444"}, wantErr: `--metrics-address "7444": want host:port`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, _, err := runRoot(context.Background(), append([]string{"authority"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// freeAddress returns a loopback address that was free a moment ago.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// startAuthorityCommand runs `fencegate authority args...` until the test
+// ends or stop is called, and waits until /readyz answers.
+func startAuthorityCommand(t *testing.T, metrics string, args ...string) (stop func() (string, error)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		stderr string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, stderr, err := runRoot(ctx, append([]string{"authority", "--metrics-address", metrics}, args...)...)
+		done <- result{stderr, err}
+	}()
+	var stopped *result
+	stop = func() (string, error) {
+		if stopped == nil {
+			cancel()
+			r := <-done
+			stopped = &r
+		}
+		return stopped.stderr, stopped.err
+	}
+	t.Cleanup(func() { _, _ = stop() })
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			stopped = &r
+			t.Fatalf("the authority command ended: %v\n%s", r.err, r.stderr)
+		default:
+		}
+		if status, _ := httpGet("http://" + metrics + "/readyz"); status == http.StatusOK {
+			return stop
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the authority command did not become ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url) //nolint:gosec // a loopback URL the test built
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestAuthorityCommandServesAndKeepsItsData(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	listen, metrics := freeAddress(t), freeAddress(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	stop := startAuthorityCommand(t, metrics, "--listen", listen, "--data-dir", dataDir, "--lease-ttl", "1m", "--log-format", "console")
+	conn, err := grpc.NewClient(listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	client := fencev1.NewFenceServiceClient(conn)
+	granted, err := client.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{ClusterName: "east", ClusterUid: "uid-east", Epoch: 4})
+	if err != nil {
+		t.Fatalf("declare: %v", err)
+	}
+	if got := granted.GetLeaseTtl().AsDuration(); got != time.Minute {
+		t.Errorf("lease TTL %s, want the --lease-ttl 1m", got)
+	}
+	health, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || health.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health %v, %v; want SERVING", health.GetStatus(), err)
+	}
+	if status, body := httpGet("http://" + metrics + "/metrics"); status != http.StatusOK ||
+		!strings.Contains(body, `fencegate_authority_declarations_total{result="ok"} 1`) {
+		t.Errorf("/metrics answered %d without the declaration:\n%s", status, body)
+	}
+	if status, _ := httpGet("http://" + metrics + "/healthz"); status != http.StatusOK {
+		t.Errorf("/healthz answered %d", status)
+	}
+
+	stderr, err := stop()
+	if err != nil {
+		t.Fatalf("the authority command ended with %v after SIGTERM's cancellation\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`fence authority serving	{"address": "%s", "transport": "plaintext", "leaseTTL": "1m0s", "store": "embedded etcd", "dataDir": "%s"}`, listen, dataDir),
+		`"kind": "first"`,
+		"fence authority stopped",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	// Started again on the same data, it still knows the holder and token.
+	startAuthorityCommand(t, metrics, "--listen", listen, "--data-dir", dataDir)
+	got, err := client.GetFence(ctx, &fencev1.GetFenceRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("get after restart: %v", err)
+	}
+	if h := got.GetFence().GetHolder(); h.GetClusterName() != "east" || h.GetToken() != granted.GetToken() {
+		t.Errorf("holder after restart %v, want east with token %d", h, granted.GetToken())
+	}
+}
+
+func TestAuthorityCommandMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := testcerts.NewCA("authority-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Server("authority.test", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert, serverKey, err := server.WriteFiles(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Client("east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, clientKey, err := client.WriteFiles(dir, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen, metrics := freeAddress(t), freeAddress(t)
+	startAuthorityCommand(t, metrics, "--listen", listen, "--data-dir", filepath.Join(dir, "data"),
+		"--tls-cert", serverCert, "--tls-key", serverKey, "--client-ca", caFile)
+
+	tests := map[string]struct {
+		args    []string
+		wantErr bool
+	}{
+		"client certificate":      {args: []string{"--authority-ca", caFile, "--authority-cert", clientCert, "--authority-key", clientKey}},
+		"checked server name":     {args: []string{"--authority-ca", caFile, "--authority-cert", clientCert, "--authority-key", clientKey, "--authority-server-name", "authority.test"}},
+		"wrong server name":       {args: []string{"--authority-ca", caFile, "--authority-cert", clientCert, "--authority-key", clientKey, "--authority-server-name", "other.test"}, wantErr: true},
+		"no client certificate":   {args: []string{"--authority-ca", caFile}, wantErr: true},
+		"untrusted server":        {args: []string{"--authority-cert", clientCert, "--authority-key", clientKey}, wantErr: true},
+		"plaintext to TLS server": {args: []string{"--authority-insecure"}, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			out, _, err := runRoot(ctx, append([]string{"fence", "status", "--authority", listen, "--timeout", "5s"}, tc.args...)...)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("status succeeded:\n%s", out)
+				}
+				t.Logf("refused as expected: %v", err)
+				return
+			}
+			if err != nil || !strings.HasPrefix(out, "Domain:") {
+				t.Fatalf("status: %v\n%s", err, out)
+			}
+		})
+	}
+}
