@@ -60,6 +60,11 @@ type instance struct {
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s := &Server{opts: opts, dir: filepath.Join(t.TempDir(), "authority-etcd"), log: testr.NewWithInterface(t, testr.Options{})}
+	if _, ok := t.(*testing.B); ok {
+		// A benchmark prints everything it logs: the decision log of
+		// thousands of iterations would bury the figures.
+		s.log = logr.Discard()
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen for the test authority: %v", err)
