@@ -1,0 +1,225 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencegate/fencegate/authority/etcdbackend"
+	"github.com/fencegate/fencegate/authority/statemachine"
+)
+
+func embeddedEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := etcdbackend.StartEmbedded(ctx, etcdbackend.EmbeddedOptions{Dir: t.TempDir(), Logger: testr.NewWithInterface(t, testr.Options{})})
+	if err != nil {
+		t.Fatalf("start embedded etcd: %v", err)
+	}
+	t.Cleanup(e.Close)
+	return e.Client()
+}
+
+func newStore(t *testing.T, client *clientv3.Client, reg prometheus.Registerer) *Store {
+	t.Helper()
+	s, err := New(client, Options{LeaseTTL: time.Minute, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func decl(name string, epoch uint64) statemachine.Declaration {
+	return statemachine.Declaration{Cluster: statemachine.Identity{Name: name, UID: "uid-" + name}, Epoch: epoch}
+}
+
+func rel(name string, epoch uint64) statemachine.Release {
+	return statemachine.Release{ClusterUID: "uid-" + name, Epoch: epoch}
+}
+
+// TestReplicasNeverAnswerFromAStaleRecord has two stores over one etcd, as
+// two authority replicas: each caches the record it last wrote, and must
+// notice when the other changed it since, for answers that write and for
+// answers that do not.
+func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := embeddedEtcd(t)
+	regA := prometheus.NewRegistry()
+	a, b := newStore(t, client, regA), newStore(t, client, nil)
+
+	mustDeclare := func(s *Store, d statemachine.Declaration, want statemachine.Outcome) {
+		t.Helper()
+		r, err := s.Declare(ctx, d)
+		if err != nil {
+			t.Fatalf("%s declares %d: %v", d.Cluster.Name, d.Epoch, err)
+		}
+		if r.Answer.Outcome != want {
+			t.Fatalf("%s declares %d: %s, want %s", d.Cluster.Name, d.Epoch, r.Answer.Outcome, want)
+		}
+	}
+	mustRelease := func(s *Store, r statemachine.Release, want statemachine.ReleaseOutcome) {
+		t.Helper()
+		res, _, err := s.Release(ctx, r)
+		if err != nil {
+			t.Fatalf("release by %s: %v", r.ClusterUID, err)
+		}
+		if res.Outcome != want {
+			t.Fatalf("release by %s: %s, want %s", r.ClusterUID, res.Outcome, want)
+		}
+	}
+
+	mustDeclare(a, decl("east", 1), statemachine.Granted)
+	// Through b, west asks to take over: a's cached record has no pending
+	// takeover, but east must be fenced.
+	mustDeclare(b, decl("west", 2), statemachine.Acquiring)
+	mustDeclare(a, decl("east", 1), statemachine.Fenced)
+	// Through b, east releases and west takes over. a still caches east as
+	// the holder: a release by east that changes nothing in a's copy must
+	// still be refused.
+	mustRelease(b, rel("east", 1), statemachine.Released)
+	mustDeclare(b, decl("west", 2), statemachine.Granted)
+	mustRelease(a, rel("east", 1), statemachine.NotHolder)
+
+	if got := testutil.ToFloat64(a.metrics.retries.WithLabelValues("conflict")); got != 2 {
+		t.Errorf("store a retried %v times after conflicts, want 2", got)
+	}
+}
+
+// TestWatchCatchesUpAfterCompaction makes the etcd watch start below the
+// compacted revision, as for a watcher that fell far behind: the store reads
+// the fence again and reports what changed as one event.
+func TestWatchCatchesUpAfterCompaction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := embeddedEtcd(t)
+	s := newStore(t, client, nil)
+	if _, err := s.Declare(ctx, decl("east", 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	events := make(chan Event, 10)
+	watchCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(watchCtx, "", func(ev Event) error {
+			if len(ev.Types) == 0 {
+				// While the snapshot is being delivered, the fence changes
+				// hands and etcd compacts away the history of the change.
+				if _, _, err := s.Release(ctx, rel("east", 1)); err != nil {
+					return err
+				}
+				r, err := s.Declare(ctx, decl("west", 2))
+				if err != nil {
+					return err
+				}
+				if _, err := client.Compact(ctx, int64(r.State.Holder.Token)); err != nil {
+					return err
+				}
+			}
+			events <- ev
+			return nil
+		})
+	}()
+
+	want := []struct {
+		types  []statemachine.EventType
+		holder string
+	}{
+		{nil, "east"},
+		{[]statemachine.EventType{statemachine.HolderChanged}, "west"},
+	}
+	for i, w := range want {
+		select {
+		case ev := <-events:
+			if got := ev.Snapshot.State.Holder.Name; got != w.holder || !equalTypes(ev.Types, w.types) {
+				t.Errorf("event %d: %v holder %s, want %v holder %s", i, ev.Types, got, w.types, w.holder)
+			}
+		case err := <-done:
+			t.Fatalf("watch ended: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("event %d never came", i)
+		}
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("watch ended with %v, want context.Canceled", err)
+	}
+}
+
+func equalTypes(a, b []statemachine.EventType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestUnreadableRecords(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := embeddedEtcd(t)
+	s := newStore(t, client, nil)
+	if _, err := s.Declare(ctx, decl("east", 1)); err != nil {
+		t.Fatal(err)
+	}
+	good, err := client.Get(ctx, s.domainPrefix("default"), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := map[string]struct {
+		state, grant string // values to put; "" deletes the key
+		wantErr      string
+	}{
+		"not JSON": {
+			state: "{", grant: "keep", wantErr: "decode fence record /fencegate/fences/other/state",
+		},
+		"newer schema": {
+			state: `{"version":2}`, grant: "keep", wantErr: "fence record /fencegate/fences/other/state has version 2; this authority reads version 1",
+		},
+		"holder without grant": {
+			state: "keep", grant: "", wantErr: `fence record of domain "other" has a holder but no grant key /fencegate/fences/other/grant`,
+		},
+		"grant of another cluster": {
+			state: "keep", grant: `{"version":1,"uid":"uid-west","granted_at_ns":1}`, wantErr: `does not match the holder in the fence record (uid "uid-east"`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			put := func(key, value, original string) {
+				switch value {
+				case "":
+					_, err = client.Delete(ctx, key)
+				case "keep":
+					_, err = client.Put(ctx, key, original)
+				default:
+					_, err = client.Put(ctx, key, value)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			put(s.stateKey("other"), tc.state, string(good.Kvs[1].Value))
+			put(s.grantKey("other"), tc.grant, string(good.Kvs[0].Value))
+			if _, err := s.Get(ctx, "other"); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("get: %v, want an error containing %q", err, tc.wantErr)
+			}
+			if _, err := s.Declare(ctx, statemachine.Declaration{Domain: "other", Cluster: statemachine.Identity{Name: "west", UID: "uid-west"}, Epoch: 9}); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("declare: %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
