@@ -65,6 +65,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newAuthorityCommand(logs))
 	root.AddCommand(newFenceCommand())
+	root.AddCommand(newEvalCommand())
 	envflag.Document(root)
 	return root
 }
