@@ -63,13 +63,15 @@ lint: ## gofmt, go vet, golangci-lint, opa fmt and opa check.
 
 .PHONY: test
 test: ## Every test: generated files, lint, unit, Rego and end-to-end.
-	$(BUILD_TOOLS) kube etcd
+	$(BUILD_TOOLS) kube etcd helm opa
 	$(MAKE) --no-print-directory verify-generate lint
 	$(GO_TEST) -race ./...
 
 .PHONY: run
-run: ## Two clusters and a fence authority on this machine: watch a failover.
-	@echo "make run: nothing to show yet"
+run: ## Two clusters and a fence authority on this machine: watch a failover (FENCEGATE_DEMO_EXIT=1 exits after it).
+	$(BUILD_TOOLS) kube etcd
+	@$(MAKE) --no-print-directory build
+	go run ./test/demo --fencegate bin/fencegate
 
 .PHONY: bench
 bench: ## Go benchmarks of the hot paths.

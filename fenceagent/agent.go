@@ -101,7 +101,7 @@ func New(opts Options) (*ClusterFence, error) {
 // Status returns the current fence state. It never blocks on the network.
 func (c *ClusterFence) Status() fencestate.State { return *c.current.Load() }
 
-// Changes signals every status transition. A signal is never blocked on:
+// Changes signals every status transition, and every change of holder. A signal is never blocked on:
 // transitions that happen while one is pending coalesce into it, so readers
 // re-read Status (or data.fence) when signalled.
 func (c *ClusterFence) Changes() <-chan struct{} { return c.changes }
@@ -391,8 +391,14 @@ func (c *ClusterFence) commit(next fencestate.State, expires time.Time) bool {
 	}
 	c.written = c.written || err == nil
 	c.current.Store(&next)
-	if prev.Status != next.Status {
+	switch {
+	case prev.Status != next.Status:
 		c.transition(prev, next)
+	case prev.Holder != next.Holder:
+		// The fence changed hands while this cluster's status stayed (it
+		// learns the new holder after releasing, or two other clusters
+		// took turns): what the Components say about the holder follows.
+		c.signal()
 	}
 	return err == nil
 }
@@ -410,6 +416,12 @@ func (c *ClusterFence) transition(prev, next fencestate.State) {
 	default:
 		c.log.Info("fence status changed: "+next.Message, kv...)
 	}
+	c.signal()
+}
+
+// signal tells the Changes reader to look again, without ever blocking: a
+// signal already pending covers this one.
+func (c *ClusterFence) signal() {
 	select {
 	case c.changes <- struct{}{}:
 	default:

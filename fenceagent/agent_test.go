@@ -519,6 +519,8 @@ func TestTransitionsLogAndSignalOnce(t *testing.T) {
 	}
 }
 
+var testNorth = fencestate.Cluster{Name: "north", UID: "uid-north", Epoch: 9}
+
 func TestChangesSignalEveryTransition(t *testing.T) {
 	auth, client := newScriptedAuthority(t)
 	ta := newTestAgent(t, client, nil)
@@ -545,6 +547,11 @@ func TestChangesSignalEveryTransition(t *testing.T) {
 		{func(c *declareCall) { c.answer(unavailable()) }, false},
 		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonFenceAcquiring, testWest, 7, time.Second)) }, true},
 		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterEpochRegressed, testWest, 7, 0)) }, true},
+		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) }, true},
+		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) }, false},
+		// The fence moved to another cluster while this one stays fenced:
+		// what the Components say about the holder must follow.
+		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testNorth, 7, 0)) }, true},
 	}
 	for i, s := range steps {
 		declare(s.answer)

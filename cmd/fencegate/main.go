@@ -66,6 +66,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newAuthorityCommand(logs))
 	root.AddCommand(newFenceCommand())
 	root.AddCommand(newEvalCommand())
+	root.AddCommand(newRunCommand(logs))
 	envflag.Document(root)
 	return root
 }

@@ -160,6 +160,29 @@ func (cp *ControlPlane) Stop() error {
 	return errors.Join(err, os.RemoveAll(cp.Dir))
 }
 
+// AddUser provisions a user with the given groups (e.g. system:masters) and
+// writes a kubeconfig for it into the control plane's directory; it returns
+// the kubeconfig's path and a rest.Config for the user.
+func (cp *ControlPlane) AddUser(name string, groups ...string) (string, *rest.Config, error) {
+	user, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("add user %q: %w", name, err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		return "", nil, fmt.Errorf("kubeconfig of user %q: %w", name, err)
+	}
+	raw, err = renameContext(raw, cp.Name)
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(cp.Dir, "kubeconfig-"+strings.NewReplacer(":", "-", "/", "-").Replace(name))
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return "", nil, fmt.Errorf("write kubeconfig of user %q: %w", name, err)
+	}
+	return path, user.Config(), nil
+}
+
 // KubeSystemUID returns the UID of the kube-system Namespace: the cluster's
 // identity in the fence protocol.
 func (cp *ControlPlane) KubeSystemUID(ctx context.Context) (string, error) {

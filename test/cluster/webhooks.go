@@ -15,23 +15,27 @@ const (
 
 // ComponentWebhooks returns webhook install options for fencegate's
 // validating (/validate) and mutating (/mutate) webhooks, scoped to
-// Components the way the Helm chart scopes them: sideEffects None,
-// failurePolicy Fail, admission.k8s.io/v1. Hand them to Options.Webhooks;
+// Components the way the Helm chart scopes them: validation of Components and
+// their status (so that only the controller writes status on a fenced
+// cluster), mutation of Components, sideEffects None, failurePolicy Fail,
+// admission.k8s.io/v1. Hand them to Options.Webhooks;
 // Start fills in LocalServingHost, LocalServingPort and LocalServingCertDir
 // (tls.crt, tls.key), where fencegate's webhook server must listen, and
 // points the API server at them over TLS.
 func ComponentWebhooks() *envtest.WebhookInstallOptions {
-	rules := []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{
-			admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete,
-		},
-		Rule: admissionregistrationv1.Rule{
-			APIGroups:   []string{"components.fencegate.dev"},
-			APIVersions: []string{"*"},
-			Resources:   []string{"components"},
-			Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
-		},
-	}}
+	rules := func(resources ...string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{
+				admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete,
+			},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{"components.fencegate.dev"},
+				APIVersions: []string{"*"},
+				Resources:   resources,
+				Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}}
+	}
 	clientConfig := func(path string) admissionregistrationv1.WebhookClientConfig {
 		// envtest rewrites the service reference into a URL on the local
 		// serving host and port.
@@ -46,7 +50,7 @@ func ComponentWebhooks() *envtest.WebhookInstallOptions {
 			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 				Name:                    "validate.components.fencegate.dev",
 				ClientConfig:            clientConfig("/validate"),
-				Rules:                   rules,
+				Rules:                   rules("components", "components/status"),
 				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
 				SideEffects:             &sideEffects,
@@ -59,7 +63,7 @@ func ComponentWebhooks() *envtest.WebhookInstallOptions {
 			Webhooks: []admissionregistrationv1.MutatingWebhook{{
 				Name:                    "mutate.components.fencegate.dev",
 				ClientConfig:            clientConfig("/mutate"),
-				Rules:                   rules,
+				Rules:                   rules("components"),
 				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
 				SideEffects:             &sideEffects,

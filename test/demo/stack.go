@@ -35,9 +35,20 @@ type node struct {
 	epoch    uint64
 	cp       *cluster.ControlPlane
 	webhooks *envtest.WebhookInstallOptions
-	run      *process
-	health   string
+	run        *process
+	health     string
+	kubeconfig string
 }
+
+// controllerUser is who fencegate acts as in each cluster.
+const controllerUser = "system:serviceaccount:fencegate-system:fencegate"
+
+// configFile is data.fencegate.config for the demo: the shipped defaults,
+// with fencegate's own user allowed to write Component status.
+const configFile = `enforcement: deny
+controller_users:
+  - ` + controllerUser + `
+`
 
 func (s *stack) cluster(name string) *node {
 	for _, n := range s.clusters {
@@ -52,6 +63,9 @@ func (s *stack) cluster(name string) *node {
 // epoch, and waits until every fencegate is ready.
 func startStack(ctx context.Context, bin, dir string, epochs map[string]uint64, names []string, say func(string, ...any)) (*stack, error) {
 	s := &stack{bin: bin, dir: dir}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(configFile), 0o600); err != nil {
+		return s, fmt.Errorf("write fencegate config: %w", err)
+	}
 	metrics, err := freeAddress()
 	if err != nil {
 		return s, err
@@ -86,6 +100,12 @@ func startStack(ctx context.Context, bin, dir string, epochs map[string]uint64, 
 		}
 		n := &node{name: name, epoch: epochs[name], cp: cp, webhooks: webhooks}
 		s.clusters = append(s.clusters, n)
+		// fencegate runs as its own user, the way the chart runs it as its
+		// service account: only that user may write Component status on a
+		// fenced cluster.
+		if n.kubeconfig, _, err = cp.AddUser(controllerUser, "system:masters"); err != nil {
+			return s, err
+		}
 		if err := s.startFencegate(ctx, n, say); err != nil {
 			return s, err
 		}
@@ -109,7 +129,8 @@ func (s *stack) startFencegate(ctx context.Context, n *node, say func(string, ..
 		"--cluster-name", n.name,
 		"--epoch", strconv.FormatUint(n.epoch, 10),
 		"--authority", s.authorityAddr,
-		"--kubeconfig", n.cp.Kubeconfig,
+		"--kubeconfig", n.kubeconfig,
+		"--config-file", filepath.Join(s.dir, "config.yaml"),
 		"--webhook-address", webhook,
 		"--webhook-cert-dir", n.webhooks.LocalServingCertDir,
 		"--webhook-certs", "external",

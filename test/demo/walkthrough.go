@@ -60,7 +60,7 @@ func (w *walkthrough) kubectl(ctx context.Context, n *node, stdin []byte, args .
 	if err != nil {
 		return "", "", 0, err
 	}
-	w.show(res.Stdout + res.Stderr)
+	w.show(res.Stdout + conciseError(res.Stderr))
 	return res.Stdout, res.Stderr, res.ExitCode, nil
 }
 
@@ -112,6 +112,9 @@ func (w *walkthrough) run(ctx context.Context) error {
 	}
 	if _, err := w.fenceStatus(ctx); err != nil {
 		return err
+	}
+	if !declared(fence, "west") {
+		return errors.New("the authority has no declaration from west, although west's fencegate is ready")
 	}
 	eastToken := fence.GetHolder().GetToken()
 	w.proves("the authority granted the fence to east (token %d); west declared epoch %d too and was refused: an equal epoch never takes the fence", eastToken, west.epoch)
@@ -179,11 +182,11 @@ func (w *walkthrough) run(ctx context.Context) error {
 	w.title("east is fenced, and its Components say so without anyone touching them")
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		res, err := east.cp.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
-			"-o", `jsonpath={.status.conditions[?(@.type=="SourceConflict")].reason}`)
-		return err == nil && res.Stdout == "ClusterFenced", nil
+			"-o", `jsonpath={.status.conditions[?(@.type=="SourceConflict")].reason} {.status.fence.holder}`)
+		return err == nil && res.Stdout == fmt.Sprintf("ClusterFenced west@%d", newEpoch), nil
 	})
 	if err != nil {
-		return errors.New("east's Component never showed SourceConflict=True (ClusterFenced)")
+		return fmt.Errorf("east's Component never showed SourceConflict=True (ClusterFenced) with holder west@%d", newEpoch)
 	}
 	if _, _, _, err := w.kubectl(ctx, east, nil, "get", "components", "-n", "default"); err != nil {
 		return err
@@ -219,4 +222,24 @@ func (w *walkthrough) run(ctx context.Context) error {
 	}
 	w.proves("the operator's view agrees: west holds the fence at epoch %d", newEpoch)
 	return nil
+}
+
+// declared reports whether the authority has seen a declaration from the
+// named cluster.
+func declared(fence *fencev1.Fence, name string) bool {
+	for _, c := range fence.GetClusters() {
+		if c.GetClusterName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// conciseError keeps what a person needs of kubectl's error output: an
+// apply that patches prints the whole patch before the webhook's answer.
+func conciseError(stderr string) string {
+	if i := strings.Index(stderr, "admission webhook"); i >= 0 && strings.HasPrefix(stderr, "Error from server (Forbidden)") {
+		return "Error from server (Forbidden): " + stderr[i:]
+	}
+	return stderr
 }

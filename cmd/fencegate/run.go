@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/internal/envflag"
+	"github.com/fencegate/fencegate/internal/webhookcerts"
+	"github.com/fencegate/fencegate/webhook"
+)
+
+// Ways the webhook gets its serving certificate.
+const (
+	// webhookCertsSelfSigned: fencegate creates a CA and a serving
+	// certificate, keeps them in a Secret, injects the CA into the webhook
+	// configurations and rotates both before they expire.
+	webhookCertsSelfSigned = "self-signed"
+	// webhookCertsExternal: someone else (cert-manager, an operator) puts
+	// tls.crt and tls.key into --webhook-cert-dir and the CA bundle into the
+	// webhook configurations.
+	webhookCertsExternal = "external"
+)
+
+// runOptions are the flags of `fencegate run`.
+type runOptions struct {
+	clusterName string
+	epoch       uint64
+	domain      string
+	clusterUID  string
+	authority   authorityClientOptions
+
+	declareInterval time.Duration
+	declareTimeout  time.Duration
+	leaseMargin     time.Duration
+
+	kubeconfig string
+	kubeQPS    float32
+	kubeBurst  int
+
+	webhookAddress     string
+	webhookCertDir     string
+	webhookCerts       string
+	webhookSecretName  string
+	webhookServiceName string
+	webhookHosts       []string
+	validatingWebhook  string
+	mutatingWebhook    string
+	namespace          string
+
+	policyDir  string
+	configFile string
+
+	metricsAddress string
+	healthAddress  string
+
+	leaderElect             bool
+	leaderElectionNamespace string
+	leaderElectionID        string
+	shutdownTimeout         time.Duration
+}
+
+func newRunCommand(logs *logOptions) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run this cluster's fencegate: fence agent, admission webhook and Component controller",
+		Long: `Run declares this cluster's name, identity and epoch to the fence authority,
+keeps the answer in the policy engine as data.fence, answers admission requests
+for Components from the Rego policies, and writes each Component's fence
+conditions. Fail over by raising --epoch on the standby above the active's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			logger, err := logs.logger(cmd)
+			if err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), logger)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *runOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.clusterName, "cluster-name", "", "this cluster's name, a DNS label (required)")
+	fs.Uint64Var(&o.epoch, "epoch", 0, "this cluster's epoch, at least 1; raise it above the active cluster's to fail over (required)")
+	fs.StringVar(&o.domain, "domain", fenceagent.DefaultDomain, "the fence's domain: clusters fence each other within one domain")
+	fs.StringVar(&o.clusterUID, "cluster-uid", "", "this cluster's identity, overriding the UID of its kube-system Namespace")
+	o.authority.addFlags(fs)
+
+	fs.DurationVar(&o.declareInterval, "declare-interval", fenceagent.DefaultDeclareInterval, "time between two declarations to the authority (jittered)")
+	fs.DurationVar(&o.declareTimeout, "declare-timeout", fenceagent.DefaultDeclareTimeout, "timeout of each declaration")
+	fs.DurationVar(&o.leaseMargin, "lease-margin", fenceagent.DefaultLeaseMargin, "how long before the authority's lease ends this cluster stops acting as holder without a renewal")
+
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster service account)")
+	fs.Float32Var(&o.kubeQPS, "kube-api-qps", 200, "queries per second to the API server; a fence transition re-marks every Component")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", 400, "burst of queries to the API server")
+
+	fs.StringVar(&o.webhookAddress, "webhook-address", ":9443", "address the admission webhook serves HTTPS on")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/run/fencegate/webhook-certs", "directory of the webhook's tls.crt and tls.key, re-read when they change")
+	fs.StringVar(&o.webhookCerts, "webhook-certs", webhookCertsSelfSigned, "who provides the webhook certificate: self-signed (fencegate creates and rotates it) or external (cert-manager or you)")
+	fs.StringVar(&o.webhookSecretName, "webhook-secret-name", "fencegate-webhook-tls", "Secret that keeps the self-signed CA and certificate")
+	fs.StringVar(&o.webhookServiceName, "webhook-service-name", "", "Service in front of the webhook; the self-signed certificate names it")
+	fs.StringSliceVar(&o.webhookHosts, "webhook-hosts", nil, "further DNS names or IPs for the self-signed certificate, for webhook configurations that call a URL")
+	fs.StringVar(&o.validatingWebhook, "validating-webhook-configuration", "", "ValidatingWebhookConfiguration that gets the self-signed CA bundle")
+	fs.StringVar(&o.mutatingWebhook, "mutating-webhook-configuration", "", "MutatingWebhookConfiguration that gets the self-signed CA bundle")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace fencegate runs in (the Secret and the leader election Lease live there)")
+
+	fs.StringVar(&o.policyDir, "policy-dir", "", "directory of Rego policies, hot-reloaded (default: the built-in policies)")
+	fs.StringVar(&o.configFile, "config-file", "", "YAML or JSON file of data.fencegate.config (enforcement, exemptions), hot-reloaded")
+
+	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus /metrics endpoint (0 turns it off)")
+	fs.StringVar(&o.healthAddress, "health-address", ":8081", "address of the /healthz and /readyz endpoints")
+
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the controller; every replica serves the webhook")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: --namespace)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "fencegate-controller", "name of the leader election Lease")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain on SIGTERM")
+}
+
+// flagError names a flag and its environment variable.
+func flagError(flag, format string, args ...any) error {
+	return fmt.Errorf("--%s (%s): %s", flag, envflag.Name(flag), fmt.Sprintf(format, args...))
+}
+
+// validate checks every flag and reports every problem at once, each naming
+// the flag, its environment variable and what to do.
+func (o *runOptions) validate() error {
+	var errs []error
+	if err := fenceagent.ValidateClusterName(o.clusterName); err != nil {
+		errs = append(errs, err)
+	}
+	if err := fenceagent.ValidateEpoch(o.epoch); err != nil {
+		errs = append(errs, err)
+	}
+	if err := fenceagent.ValidateDomain(o.domain); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := o.authority.tlsConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.declareInterval <= 0 || o.declareTimeout <= 0 || o.declareTimeout >= o.declareInterval {
+		errs = append(errs, flagError("declare-timeout", "%s must be positive and shorter than --declare-interval %s", o.declareTimeout, o.declareInterval))
+	}
+	if o.webhookCertDir == "" {
+		errs = append(errs, flagError("webhook-cert-dir", "required: the webhook serves tls.crt and tls.key from it"))
+	}
+	switch o.webhookCerts {
+	case webhookCertsExternal:
+	case webhookCertsSelfSigned:
+		if o.namespace == "" {
+			errs = append(errs, flagError("namespace", "required with --webhook-certs=self-signed: the certificate Secret lives there"))
+		}
+		if o.webhookServiceName == "" && len(o.webhookHosts) == 0 {
+			errs = append(errs, flagError("webhook-service-name", "set it (or --webhook-hosts) with --webhook-certs=self-signed so the certificate names the webhook's address"))
+		}
+		if o.validatingWebhook == "" && o.mutatingWebhook == "" {
+			errs = append(errs, flagError("validating-webhook-configuration", "set it and --mutating-webhook-configuration with --webhook-certs=self-signed, so the API server trusts the certificate"))
+		}
+		for _, name := range []string{o.webhookSecretName, o.validatingWebhook, o.mutatingWebhook} {
+			if name == "" {
+				continue
+			}
+			if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%q is not a valid object name: %v", name, msgs))
+			}
+		}
+	default:
+		errs = append(errs, flagError("webhook-certs", "%q: want %s or %s", o.webhookCerts, webhookCertsSelfSigned, webhookCertsExternal))
+	}
+	if o.leaderElect && o.leaderElectionNamespace == "" && o.namespace == "" && o.kubeconfig != "" {
+		errs = append(errs, flagError("leader-election-namespace", "required with --leader-elect outside a cluster (or set --namespace)"))
+	}
+	if o.kubeQPS <= 0 || o.kubeBurst <= 0 {
+		errs = append(errs, flagError("kube-api-qps", "--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("run cannot start:\n  %w", joinLines(errs))
+	}
+	return nil
+}
+
+// joinLines joins errors one per indented line.
+func joinLines(errs []error) error {
+	msg := ""
+	for i, err := range errs {
+		if i > 0 {
+			msg += "\n  "
+		}
+		msg += err.Error()
+	}
+	return errors.New(msg)
+}
+
+// restConfig reaches the cluster through --kubeconfig, or in-cluster.
+func (o *runOptions) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig); err != nil {
+			return nil, flagError("kubeconfig", "%v", err)
+		}
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("not running in a cluster and no --kubeconfig (%s) given: %w", envflag.Name("kubeconfig"), err)
+	}
+	cfg.QPS, cfg.Burst = o.kubeQPS, o.kubeBurst
+	cfg.UserAgent = "fencegate/" + version
+	return cfg, nil
+}
+
+func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
+	ctrl.SetLogger(logger)
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("register core types: %w", err)
+	}
+	if err := fencegatev1alpha1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("register Component types: %w", err)
+	}
+	leaderElectionNamespace := o.leaderElectionNamespace
+	if leaderElectionNamespace == "" {
+		leaderElectionNamespace = o.namespace
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        logger,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
+		HealthProbeBindAddress:        o.healthAddress,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.shutdownTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("set up the controller manager: %w", err)
+	}
+
+	uid, err := fenceagent.ResolveClusterUID(ctx, mgr.GetAPIReader(), o.clusterUID)
+	if err != nil {
+		return err
+	}
+
+	eng, err := engine.New(engine.Options{
+		PolicyDir:  o.policyDir,
+		ConfigFile: o.configFile,
+		Logger:     logger.WithName("engine"),
+		Registerer: ctrlmetrics.Registry,
+	})
+	if err != nil {
+		return fmt.Errorf("load policies: %w", err)
+	}
+
+	conn, err := o.authority.dial(ctx)
+	if err != nil {
+		return err
+	}
+	agent, err := fenceagent.New(fenceagent.Options{
+		Client:          fencev1.NewFenceServiceClient(conn),
+		Writer:          eng,
+		Domain:          o.domain,
+		ClusterName:     o.clusterName,
+		ClusterUID:      uid,
+		Epoch:           o.epoch,
+		DeclareInterval: o.declareInterval,
+		DeclareTimeout:  o.declareTimeout,
+		LeaseMargin:     o.leaseMargin,
+		Logger:          logger.WithName("fence"),
+		Registerer:      ctrlmetrics.Registry,
+	})
+	if err != nil {
+		return err
+	}
+
+	certsReady, err := o.addWebhookCerts(mgr, logger)
+	if err != nil {
+		return err
+	}
+	server, err := webhook.New(webhook.Options{
+		Addr:       o.webhookAddress,
+		CertDir:    o.webhookCertDir,
+		Engine:     eng,
+		Gatherer:   ctrlmetrics.Registry,
+		Registerer: ctrlmetrics.Registry,
+		Logger:     logger.WithName("webhook"),
+	})
+	if err != nil {
+		return err
+	}
+
+	// The engine, the agent and the webhook run on every replica: each one
+	// answers admission requests from its own view of the fence. Only the
+	// controller needs the leader.
+	for _, r := range []everyReplica{
+		eng.Start,
+		agent.Start,
+		func(ctx context.Context) error {
+			select {
+			case <-certsReady:
+			case <-ctx.Done():
+				return nil
+			}
+			return server.Start(ctx)
+		},
+	} {
+		if err := mgr.Add(r); err != nil {
+			return fmt.Errorf("add to the manager: %w", err)
+		}
+	}
+	if _, err := controller.SetupWithManager(mgr, controller.Options{
+		Policy:       eng,
+		FenceChanges: agent.Changes(),
+		Registerer:   ctrlmetrics.Registry,
+	}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("policies-and-fence", func(*http.Request) error { return eng.Ready() }); err != nil {
+		return fmt.Errorf("add readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook-certificates", webhookcerts.ReadyCheck(certsReady)); err != nil {
+		return fmt.Errorf("add readiness check: %w", err)
+	}
+
+	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", uid, "epoch", o.epoch,
+		"domain", o.domain, "authority", o.authority.address, "webhook", o.webhookAddress, "policies", eng.PolicyStatus().Source)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("fencegate run: %w", err)
+	}
+	logger.Info("fencegate stopped")
+	return nil
+}
+
+// addWebhookCerts sets up the self-signed certificate manager when asked to,
+// and returns a channel that is closed once the serving certificate is in
+// place.
+func (o *runOptions) addWebhookCerts(mgr manager.Manager, logger logr.Logger) (<-chan struct{}, error) {
+	if o.webhookCerts == webhookCertsExternal {
+		ready := make(chan struct{})
+		close(ready)
+		return ready, nil
+	}
+	if err := os.MkdirAll(o.webhookCertDir, 0o700); err != nil {
+		return nil, flagError("webhook-cert-dir", "%v", err)
+	}
+	ready, err := webhookcerts.Add(mgr, webhookcerts.Options{
+		Namespace:         o.namespace,
+		SecretName:        o.webhookSecretName,
+		ServiceName:       o.webhookServiceName,
+		Hosts:             o.webhookHosts,
+		CertDir:           o.webhookCertDir,
+		ValidatingWebhook: o.validatingWebhook,
+		MutatingWebhook:   o.mutatingWebhook,
+		Log:               logger.WithName("webhook-certs"),
+		Registerer:        ctrlmetrics.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook certificates: %w", err)
+	}
+	return ready, nil
+}
+
+// everyReplica is a manager runnable that runs on every replica, not only
+// on the elected leader.
+type everyReplica func(ctx context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection tells the manager to run it without leadership.
+func (everyReplica) NeedLeaderElection() bool { return false }
