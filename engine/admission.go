@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -62,6 +63,9 @@ func badRequest(format string, args ...any) error {
 	return &RequestError{msg: fmt.Sprintf(format, args...)}
 }
 
+// keyBuffers hold decision-cache keys while they are looked up.
+var keyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // parsers are reused across requests; a parser's values are only valid until
 // its next use, so nothing a request returns points into them.
 var parsers fastjson.ParserPool
@@ -95,18 +99,22 @@ func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error
 	if !snap.hasFence {
 		return res, ErrNotReady
 	}
-	input := project(review, snap.inputPaths)
+	var key *[]byte
 	if snap.cache != nil {
-		if d, ok := snap.cache.get(input); ok {
+		key = keyBuffers.Get().(*[]byte)
+		defer keyBuffers.Put(key)
+		*key = appendKey((*key)[:0], review, snap.inputPaths)
+		if d, ok := snap.cache.get(*key); ok {
 			res.Decision = d
 			return res, nil
 		}
 	}
+	input := project(review, snap.inputPaths)
 	if res.Decision, err = snap.evalAdmission(ctx, snap.admission, input, now); err != nil {
 		return res, err
 	}
 	if snap.cache != nil {
-		snap.cache.put(input, res.Decision)
+		snap.cache.put(*key, res.Decision)
 	}
 	return res, nil
 }

@@ -13,51 +13,39 @@ import (
 const decisionCacheSize = 4096
 
 // decisionCache remembers the admission decisions of one snapshot by their
-// (projected) input. A snapshot's policy and data never change, so a
-// deterministic policy decides the same input the same way every time; the
-// projection holds exactly what the policy reads, so requests that differ
-// only in what the policy ignores (names, specs, managedFields, most
-// annotations) share an entry.
+// input. A snapshot's policy and data never change, so a deterministic
+// policy decides the same input the same way every time. The key is that of
+// the projected input (appendKey): it holds exactly what the policy reads,
+// so requests that differ only in what the policy ignores (names, specs,
+// managedFields, most annotations) share an entry, and a hit needs no AST
+// at all.
 type decisionCache struct {
 	mu      sync.RWMutex
-	entries map[int][]cachedDecision
-	size    int
-}
-
-type cachedDecision struct {
-	input    ast.Value
-	decision AdmissionDecision
+	entries map[string]AdmissionDecision
 }
 
 func newDecisionCache() *decisionCache {
-	return &decisionCache{entries: map[int][]cachedDecision{}}
+	return &decisionCache{entries: map[string]AdmissionDecision{}}
 }
 
-// get returns the decision remembered for input. The decision's slices are
+// get returns the decision remembered for key. The decision's slices are
 // shared with other callers and must not be modified.
-func (c *decisionCache) get(input ast.Value) (AdmissionDecision, bool) {
-	h := input.Hash()
+func (c *decisionCache) get(key []byte) (AdmissionDecision, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, e := range c.entries[h] {
-		if e.input.Compare(input) == 0 {
-			return e.decision, true
-		}
-	}
-	return AdmissionDecision{}, false
+	d, ok := c.entries[string(key)]
+	return d, ok
 }
 
 // put remembers a decision; when the cache is full it starts over, which
 // bounds its memory without bookkeeping on the read path.
-func (c *decisionCache) put(input ast.Value, d AdmissionDecision) {
-	h := input.Hash()
+func (c *decisionCache) put(key []byte, d AdmissionDecision) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.size >= decisionCacheSize {
-		c.entries, c.size = map[int][]cachedDecision{}, 0
+	if len(c.entries) >= decisionCacheSize {
+		c.entries = map[string]AdmissionDecision{}
 	}
-	c.entries[h] = append(c.entries[h], cachedDecision{input: input, decision: d})
-	c.size++
+	c.entries[string(key)] = d
 }
 
 // deterministic reports whether the modules call no builtin whose result can

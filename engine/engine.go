@@ -140,7 +140,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := newSnapshot(context.Background(), p, nil, e.plain)
+	snap, err := newSnapshot(context.Background(), p, nil, e.plain, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,8 @@ func (e *Engine) WriteFence(ctx context.Context, state fencestate.State) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	snap, err := newSnapshot(ctx, e.current.Load().policy, &state, e.plain)
+	current := e.current.Load()
+	snap, err := newSnapshot(ctx, current.policy, &state, e.plain, current)
 	if err != nil {
 		return fmt.Errorf("write fence state: %w", err)
 	}
@@ -323,7 +324,7 @@ func (e *Engine) Reload(ctx context.Context) error {
 	if current.hasFence {
 		fence = &current.fence
 	}
-	snap, err := newSnapshot(ctx, p, fence, e.plain)
+	snap, err := newSnapshot(ctx, p, fence, e.plain, nil)
 	if err != nil {
 		return fail(revision, err)
 	}

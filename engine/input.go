@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"encoding/binary"
+	"maps"
+	"slices"
+
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/valyala/fastjson"
 )
@@ -19,6 +23,22 @@ type pathTree struct {
 	all bool
 	// children: the keys below this path that are read, when not all.
 	children map[string]*pathTree
+	// keys are the children's keys, sorted, and keyTerms their AST terms,
+	// set by seal; shared (read-only) by every projection.
+	keys     []string
+	keyTerms []*ast.Term
+}
+
+// seal fixes the tree for use: projections and cache keys walk the
+// children in a fixed order and reuse their key terms.
+func (t *pathTree) seal() *pathTree {
+	t.keys = slices.Sorted(maps.Keys(t.children))
+	t.keyTerms = make([]*ast.Term, len(t.keys))
+	for i, k := range t.keys {
+		t.keyTerms[i] = ast.StringTerm(k)
+		t.children[k].seal()
+	}
+	return t
 }
 
 // add records that the value at path is read whole.
@@ -183,19 +203,48 @@ func inputRefPath(t *ast.Term) ([]string, bool) {
 }
 
 // project builds the policy input from a parsed JSON value: the parts of v
-// that tree names, converted to AST values.
+// that tree (sealed) names, converted to AST values.
 func project(v *fastjson.Value, tree *pathTree) ast.Value {
 	if tree.all || v.Type() != fastjson.TypeObject {
 		return toAST(v)
 	}
-	obj := ast.NewObject()
+	obj := ast.NewObjectWithCapacity(len(tree.keys))
 	o, _ := v.Object() // v is an object: checked above
-	for key, child := range tree.children {
+	for i, key := range tree.keys {
 		if cv := lastMember(o, key); cv != nil {
-			obj.Insert(ast.StringTerm(key), ast.NewTerm(project(cv, child)))
+			obj.Insert(tree.keyTerms[i], ast.NewTerm(project(cv, tree.children[key])))
 		}
 	}
 	return obj
+}
+
+// appendKey appends to dst a key that identifies the projection of v by
+// tree (sealed) without building it: two values get the same key only if
+// their projections are equal. It is the decision cache's key, computed
+// without allocating. A value read whole, or one that is not an object, is
+// keyed by its JSON text (as parsed, so equal values written differently
+// get different keys: a missed cache entry, never a wrong one); an object
+// read in part by a presence mark per child, in the tree's order. Lengths
+// are written before texts, so no two sequences of parts run together.
+func appendKey(dst []byte, v *fastjson.Value, tree *pathTree) []byte {
+	if tree.all || v.Type() != fastjson.TypeObject {
+		dst = append(dst, 'v', 0, 0, 0, 0)
+		at := len(dst)
+		dst = v.MarshalTo(dst)
+		binary.BigEndian.PutUint32(dst[at-4:at], uint32(len(dst)-at))
+		return dst
+	}
+	dst = append(dst, 'o')
+	o, _ := v.Object()
+	for _, key := range tree.keys {
+		cv := lastMember(o, key)
+		if cv == nil {
+			dst = append(dst, '-')
+			continue
+		}
+		dst = appendKey(append(dst, '+'), cv, tree.children[key])
+	}
+	return dst
 }
 
 // lastMember returns the value of key in o. When a key repeats, the last

@@ -137,6 +137,7 @@ func TestProject(t *testing.T) {
 	tree.touch([]string{"request", "object", "metadata", "annotations"})
 	tree.add([]string{"request", "object", "metadata", "annotations", "a"})
 	tree.add([]string{"request", "userInfo"})
+	tree.seal()
 	tests := map[string]struct {
 		body string
 		want string
@@ -174,6 +175,66 @@ func TestProject(t *testing.T) {
 				t.Errorf("projection = %s\nwant         %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestKeyIdentifiesProjection checks the decision cache's key: bodies with
+// the same key have the same projection, and bodies that differ in what the
+// tree reads have different keys.
+func TestKeyIdentifiesProjection(t *testing.T) {
+	tree := &pathTree{}
+	tree.add([]string{"request", "operation"})
+	tree.touch([]string{"request", "object", "metadata", "annotations"})
+	tree.add([]string{"request", "object", "metadata", "annotations", "a"})
+	tree.add([]string{"request", "groups"})
+	tree.seal()
+	bodies := []string{
+		`{"request":{"operation":"CREATE"}}`,
+		`{"request":{"operation":"CREATE","name":"other"}}`,
+		`{"request":{"operation":"CREAT\u0045"}}`,
+		`{"request":{"operation":"UPDATE"}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":{"annotations":{}}}}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":{"annotations":{"b":"1"}}}}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":{"annotations":{"a":"1"}}}}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":{"annotations":{"a":"1","a":"2"}}}}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":{"annotations":{"a":"2"}}}}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":{"annotations":null}}}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":{"annotations":["a"]}}}}`,
+		`{"request":{"operation":"CREATE","object":{"metadata":"annotations"}}}`,
+		`{"request":{"operation":"CREATE","groups":["a","b"]}}`,
+		`{"request":{"operation":"CREATE","groups":["ab"]}}`,
+		`{"request":{"operation":"CREATE","groups":["a"],"x":1}}`,
+		`{"request":{"operation":1}}`,
+		`{"request":{"operation":1.0}}`,
+		`{"request":[]}`,
+		`{}`,
+	}
+	type keyed struct {
+		key  string
+		proj ast.Value
+	}
+	var all []keyed
+	for _, body := range bodies {
+		var p fastjson.Parser
+		v, err := p.Parse(body)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		all = append(all, keyed{string(appendKey(nil, v, tree)), project(v, tree)})
+	}
+	for i, a := range all {
+		for j, b := range all {
+			if a.key == b.key && a.proj.Compare(b.proj) != 0 {
+				t.Errorf("%s and %s share a key but project to %v and %v", bodies[i], bodies[j], a.proj, b.proj)
+			}
+		}
+	}
+	// Bodies that differ only in what the tree does not read share a key:
+	// that is what makes the cache hit.
+	for _, pair := range [][2]int{{0, 1}, {4, 5}, {7, 8}} {
+		if all[pair[0]].key != all[pair[1]].key {
+			t.Errorf("%s and %s differ only in what is not read, but have different keys", bodies[pair[0]], bodies[pair[1]])
+		}
 	}
 }
 
@@ -233,7 +294,7 @@ warnings contains w if {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := newSnapshot(context.Background(), p, fenced, false)
+			s, err := newSnapshot(context.Background(), p, fenced, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,6 +309,65 @@ warnings contains w if {
 			}
 			if tc.wantOriginal && !covers(s.inputPaths, p.inputPaths) {
 				t.Errorf("residual paths %q do not cover the original's %q", s.inputPaths.render(), p.inputPaths.render())
+			}
+		})
+	}
+}
+
+// TestResidualReuse checks that a fence write that changes nothing the
+// policies read (a heartbeat moving valid_until_ns along) keeps the residual
+// and its remembered decisions, and that any other change does not.
+func TestResidualReuse(t *testing.T) {
+	files, err := readPolicyFiles("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compilePolicy(files, map[string]any{}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := fencestate.State{Status: fencestate.Active, Domain: "default", Token: 1042, ValidUntilNS: 1e18,
+		Cluster: fencestate.Cluster{Name: "east", Epoch: 7}, Holder: fencestate.Cluster{Name: "east", Epoch: 7}}
+	first, err := newSnapshot(context.Background(), p, &active, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.residual == nil || !first.residual.pure || first.cache == nil {
+		t.Fatalf("the shipped policies give no pure, cached residual: %v", first.residualErr)
+	}
+	tests := map[string]struct {
+		change   func(*fencestate.State)
+		policy   *policy
+		wantSame bool
+	}{
+		"heartbeat": {change: func(s *fencestate.State) { s.ValidUntilNS += 5e9; s.LastSuccessNS += 5e9 }, wantSame: true},
+		"new token": {change: func(s *fencestate.State) { s.Token++ }},
+		"fenced":    {change: func(s *fencestate.State) { s.Status = fencestate.Fenced }},
+		"another policy revision": {
+			change: func(*fencestate.State) {},
+			policy: func() *policy {
+				q, err := compilePolicy(files, map[string]any{"enforcement": "warn"}, nil, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return q
+			}(),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			state := active
+			tc.change(&state)
+			pol := p
+			if tc.policy != nil {
+				pol = tc.policy
+			}
+			next, err := newSnapshot(context.Background(), pol, &state, false, first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if same := next.residual == first.residual && next.cache == first.cache; same != tc.wantSame {
+				t.Errorf("residual kept = %v, want %v", same, tc.wantSame)
 			}
 		})
 	}

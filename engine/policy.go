@@ -149,7 +149,7 @@ func compilePolicy(files []policyFile, config map[string]any, unknownKeys []stri
 	}
 	inputPaths := &pathTree{all: true}
 	if !plain {
-		inputPaths = inputPathsOf(compiler.Modules)
+		inputPaths = inputPathsOf(compiler.Modules).seal()
 	}
 	return &policy{
 		revision:          revision,

@@ -22,8 +22,6 @@ import (
 // residual admission policy into.
 const residualNamespace = "fencegate_residual"
 
-var shallow = false
-
 var (
 	residualDecision = ast.MustParseRef("data." + residualNamespace + ".decision")
 	residualResult   = ast.Var("__fencegate_result__")
@@ -42,17 +40,16 @@ type snapshot struct {
 	// store holds data.fence and data.fencegate.config. Nothing writes to
 	// it after it is built, so its read transactions never wait.
 	store storage.Store
-	// admission is the query requests are evaluated with: the residual of
-	// partially evaluating the admission policy against this snapshot's
-	// data, or the full query when partial evaluation did not give one
+	// admission is the query requests are evaluated with, inputPaths the
+	// parts of an AdmissionReview it reads and cache its remembered
+	// decisions (nil when it is not deterministic). They come from the
+	// residual when partial evaluation gave one, else from the full query
 	// (residualErr says why).
 	admission   rego.PreparedEvalQuery
+	inputPaths  *pathTree
+	cache       *decisionCache
+	residual    *residual
 	residualErr error
-	// inputPaths are the parts of an AdmissionReview that admission reads.
-	inputPaths *pathTree
-	// cache remembers admission decisions by input; nil when the admission
-	// query is not deterministic or plain evaluation was asked for.
-	cache *decisionCache
 	// fullAdmission evaluates the admission entry point itself.
 	fullAdmission rego.PreparedEvalQuery
 	reconcile     rego.PreparedEvalQuery
@@ -72,9 +69,12 @@ type snapshot struct {
 
 // newSnapshot builds the snapshot of a policy revision and a fence state
 // (nil before the agent wrote one). With plain set, admission requests are
-// evaluated with the full query.
-func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain bool) (*snapshot, error) {
-	s := &snapshot{policy: p}
+// evaluated with the full query. prev, if not nil, is the snapshot this one
+// replaces: when the new data partially evaluate to the same residual (a
+// heartbeat only moves valid_until_ns along), its residual and remembered
+// decisions are kept.
+func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain bool, prev *snapshot) (*snapshot, error) {
+	s := &snapshot{policy: p, plain: plain}
 	data := map[string]any{"fencegate": map[string]any{"config": p.config}}
 	if fence != nil {
 		s.fence, s.hasFence = *fence, true
@@ -99,16 +99,17 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain 
 	if s.reconcile, err = s.prepare(ctx, p.compiler, reconcileEntryPoint); err != nil {
 		return nil, err
 	}
-	s.plain = plain
 	s.admission, s.inputPaths = s.fullAdmission, p.inputPaths
 	if plain {
 		s.residualErr = errors.New("plain evaluation was asked for")
 		return s, nil
 	}
-	if residual, paths, err := s.prepareResidual(ctx); err != nil {
-		s.residualErr = err
-	} else {
-		s.admission, s.inputPaths = residual, paths
+	var reuse *residual
+	if prev != nil && prev.policy == p {
+		reuse = prev.residual
+	}
+	if s.residual, s.residualErr = s.prepareResidual(ctx, reuse); s.residualErr == nil {
+		s.admission, s.inputPaths, s.cache = s.residual.query, s.residual.paths, s.residual.cache
 	}
 	return s, nil
 }
@@ -125,50 +126,71 @@ func (s *snapshot) prepare(ctx context.Context, compiler *ast.Compiler, entry as
 	return pq, nil
 }
 
+// residual is the admission policy partially evaluated against one
+// snapshot's data, prepared for evaluation.
+type residual struct {
+	// source is the residual's Rego, to recognise an identical one.
+	source string
+	// pure: the residual refers to no base document of the store, so its
+	// decisions depend on the input alone and it can serve any snapshot
+	// whose data give the same source.
+	pure  bool
+	query rego.PreparedEvalQuery
+	// paths are the parts of an AdmissionReview it reads.
+	paths *pathTree
+	// cache remembers its decisions; nil when it is not deterministic.
+	cache *decisionCache
+}
+
 // prepareResidual partially evaluates the admission entry point with the
 // input unknown: everything that depends only on the fence state and the
 // config (which branch applies, the messages and their sprintf calls, the
 // annotations to stamp) is evaluated here, once per fence state, and each
-// request evaluates what is left. It returns the residual query and the
-// input paths the residual reads.
+// request evaluates what is left. When the result is the same pure residual
+// as reuse's, reuse is returned, remembered decisions and all.
 //
 // Partial evaluation leaves some constructs (comprehensions, calls it does
 // not inline) referring to the original rules; the residual is then compiled
 // together with the original modules, so that it always makes exactly the
 // decisions of the full query.
-func (s *snapshot) prepareResidual(ctx context.Context) (rego.PreparedEvalQuery, *pathTree, error) {
+func (s *snapshot) prepareResidual(ctx context.Context, reuse *residual) (*residual, error) {
 	pqs, err := rego.New(
 		rego.ParsedQuery(ast.NewBody(ast.Equality.Expr(ast.NewTerm(residualResult), ast.NewTerm(admissionEntryPoint)))),
 		rego.Compiler(s.policy.compiler),
 		rego.Store(s.store),
 		rego.ParsedUnknowns([]*ast.Term{ast.NewTerm(ast.InputRootRef)}),
 		rego.PartialNamespace(residualNamespace),
-		rego.ShallowInlining(shallow),
 	).Partial(ctx)
 	if err != nil {
-		return rego.PreparedEvalQuery{}, nil, fmt.Errorf("partial evaluation: %w", err)
+		return nil, fmt.Errorf("partial evaluation: %w", err)
 	}
-	residual := &ast.Module{Package: &ast.Package{Path: residualDecision[:2].Copy()}}
+	module := &ast.Module{Package: &ast.Package{Path: residualDecision[:2].Copy()}}
 	for _, body := range pqs.Queries {
 		if refersTo(body, residualDecision) {
-			return rego.PreparedEvalQuery{}, nil, errors.New("partial evaluation: the residual refers to itself")
+			return nil, errors.New("partial evaluation: the residual refers to itself")
 		}
-		residual.Rules = append(residual.Rules, &ast.Rule{
+		module.Rules = append(module.Rules, &ast.Rule{
 			Head:   ast.NewHead(ast.Var(residualDecision[2].Value.(ast.String)), nil, ast.NewTerm(residualResult)),
 			Body:   body,
-			Module: residual,
+			Module: module,
 		})
 	}
-	modules := map[string]*ast.Module{"fencegate:residual": residual}
+	modules := map[string]*ast.Module{"fencegate:residual": module}
+	source := module.String()
 	for i, m := range pqs.Support {
 		modules[fmt.Sprintf("fencegate:residual-support-%d", i)] = m
+		source += "\n" + m.String()
 	}
+	contained, pure := dataRefs(modules)
+	if reuse != nil && pure && reuse.pure && reuse.source == source {
+		return reuse, nil
+	}
+	r := &residual{source: source, pure: pure}
 	// The input paths are read from the residual as partial evaluation wrote
 	// it: compiling moves call arguments into local variables, which would
 	// hide that is_object and object.get read only part of a value.
-	var paths *pathTree
-	if selfContained(modules) {
-		paths = inputPathsOf(modules)
+	if contained {
+		r.paths = inputPathsOf(modules)
 	} else {
 		for name, m := range s.policy.modules {
 			modules[name] = m
@@ -176,43 +198,46 @@ func (s *snapshot) prepareResidual(ctx context.Context) (rego.PreparedEvalQuery,
 	}
 	compiler, err := compileModules(modules)
 	if err != nil {
-		return rego.PreparedEvalQuery{}, nil, fmt.Errorf("residual: %w", err)
+		return nil, fmt.Errorf("residual: %w", err)
 	}
-	if paths == nil {
-		paths = inputPathsOf(compiler.Modules)
+	if r.paths == nil {
+		r.paths = inputPathsOf(compiler.Modules)
 	}
-	pq, err := s.prepare(ctx, compiler, residualDecision)
-	if err != nil {
-		return rego.PreparedEvalQuery{}, nil, err
+	r.paths.seal()
+	if r.query, err = s.prepare(ctx, compiler, residualDecision); err != nil {
+		return nil, err
 	}
 	if deterministic(compiler.Modules) {
-		s.cache = newDecisionCache()
+		r.cache = newDecisionCache()
 	}
-	return pq, paths, nil
+	return r, nil
 }
 
-// Data the residual may refer to without the original modules: its own
-// rules and the base documents in the store.
-var residualOwnData = []ast.Ref{
-	residualDecision[:2],
+// Base documents of the store that a residual may refer to.
+var storeDocuments = []ast.Ref{
 	ast.MustParseRef("data.fence"),
 	ast.MustParseRef("data.fencegate.config"),
 }
 
-// selfContained reports whether the modules refer to no data but their own
-// rules and the store's documents.
-func selfContained(modules map[string]*ast.Module) bool {
-	contained := true
+// dataRefs reports whether the modules refer to no data but their own rules
+// and the store's documents (contained), and to no store document either
+// (pure).
+func dataRefs(modules map[string]*ast.Module) (contained, pure bool) {
+	contained, pure = true, true
 	for _, m := range modules {
 		ast.WalkRefs(m, func(r ast.Ref) bool {
-			if !contained || !r[0].Equal(ast.DefaultRootDocument) {
-				return !contained
+			if !r[0].Equal(ast.DefaultRootDocument) || r.HasPrefix(residualDecision[:2]) {
+				return false
 			}
-			contained = slices.ContainsFunc(residualOwnData, r.HasPrefix)
+			if slices.ContainsFunc(storeDocuments, r.HasPrefix) {
+				pure = false
+			} else {
+				contained = false
+			}
 			return !contained
 		})
 	}
-	return contained
+	return contained, pure && contained
 }
 
 // refersTo reports whether x holds a reference to ref or below it.
@@ -241,7 +266,7 @@ func (s *snapshot) at(ctx context.Context, now time.Time) (*snapshot, error) {
 			s.expiresAt.UTC().Format(time.RFC3339Nano))
 		// Built from the same immutable inputs on any goroutine, so a
 		// cancelled request must not spoil it for the others.
-		s.expired.snap, s.expired.err = newSnapshot(context.WithoutCancel(ctx), s.policy, &state, s.plain)
+		s.expired.snap, s.expired.err = newSnapshot(context.WithoutCancel(ctx), s.policy, &state, s.plain, s)
 	})
 	return s.expired.snap, s.expired.err
 }

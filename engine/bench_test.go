@@ -1,0 +1,55 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/engine/enginetest"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// BenchmarkWriteFence measures a fence write, which builds the snapshot the
+// next decisions read: a heartbeat (only valid_until_ns moves, the residual
+// and its remembered decisions are kept) and a transition (active and fenced
+// alternate: partial evaluation and a compile of the residual each time).
+// Writes never block decisions; this is the agent's cost.
+func BenchmarkWriteFence(b *testing.B) {
+	b.Run("heartbeat", func(b *testing.B) {
+		e := newEngine(b, engine.Options{})
+		state := enginetest.Fence(fencestate.Active, "east", 7, "east", 7)
+		state.ValidUntilNS = 1 << 62
+		b.ReportAllocs()
+		for b.Loop() {
+			state.ValidUntilNS++
+			writeFence(b, e, state)
+		}
+	})
+	b.Run("transition", func(b *testing.B) {
+		e := newEngine(b, engine.Options{})
+		states := []fencestate.State{eastActive, westFenced}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			writeFence(b, e, states[i%2])
+		}
+	})
+}
+
+// BenchmarkReconcile measures the controller's question for one Component.
+func BenchmarkReconcile(b *testing.B) {
+	e := newEngine(b, engine.Options{})
+	writeFence(b, e, westFenced)
+	component := map[string]any{
+		"apiVersion": "components.fencegate.dev/v1alpha1", "kind": "Component",
+		"metadata": map[string]any{"name": "billing", "namespace": "default"},
+		"spec":     map[string]any{"enabled": true, "chart": map[string]any{"name": "billing", "version": "1.4.2"}},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Reconcile(context.Background(), component); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
