@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/test/stack"
 )
 
 // TestWalkthrough runs `make run`'s walkthrough in its non-interactive mode.
@@ -16,9 +16,9 @@ import (
 func TestWalkthrough(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "fencegate")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fencegate/fencegate/cmd/fencegate").CombinedOutput(); err != nil {
-		t.Fatalf("build fencegate: %v\n%s", err, out)
+	bin, err := stack.Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	var out bytes.Buffer
@@ -33,7 +33,7 @@ func TestWalkthrough(t *testing.T) {
 		"✓ a dry run gets exactly the real decision",
 		"✓ west took the fence",
 		"✓ east stopped admitting before west was granted",
-		"✓ only the cluster holding the fence can change Components",
+		"✓ only the cluster holding the fence can change Components, and its controller marks them FenceHeld",
 		"✓ the operator's view agrees: west holds the fence at epoch 2",
 		"Every step behaved as fencegate promises.",
 	} {

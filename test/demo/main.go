@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/fencegate/fencegate/test/stack"
 )
 
 func main() {
@@ -53,10 +55,15 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 
 	fmt.Fprintln(out, "fencegate: two clusters, one ownership fence")
 	fmt.Fprintln(out, "Setting up: a fence authority and two real Kubernetes control planes on this machine.")
-	s, err := startStack(ctx, bin, dir, map[string]uint64{"east": 1, "west": 1}, []string{"east", "west"}, say)
+	s, err := stack.Start(ctx, stack.Options{
+		Binary:   bin,
+		Dir:      dir,
+		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
+		Say:      say,
+	})
 	defer func() {
 		fmt.Fprintln(out, "\nStopping everything …")
-		if stopErr := s.stop(); stopErr != nil {
+		if stopErr := s.Stop(); stopErr != nil {
 			err = errors.Join(err, fmt.Errorf("stop: %w", stopErr))
 		}
 	}()
@@ -77,8 +84,8 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 	return nil
 }
 
-func printTryByHand(out io.Writer, s *stack) {
-	east, west := s.cluster("east"), s.cluster("west")
+func printTryByHand(out io.Writer, s *stack.Stack) {
+	east, west := s.Cluster("east"), s.Cluster("west")
 	fmt.Fprintf(out, `
 The stack stays up. Try it by hand (Ctrl-C stops everything):
 
@@ -90,5 +97,5 @@ The stack stays up. Try it by hand (Ctrl-C stops everything):
   %[3]s fence watch  --authority %[4]s
 
 Logs of every process are in %[5]s.
-`, east.cp.Kubeconfig, west.cp.Kubeconfig, s.bin, s.authorityAddr, s.dir, east.cp.Assets)
+`, east.ControlPlane.Kubeconfig, west.ControlPlane.Kubeconfig, s.Binary, s.AuthorityAddr, s.Dir, east.ControlPlane.Assets)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/test/stack"
 )
 
 // componentYAML is the Component the walkthrough applies; %s is the chart
@@ -32,7 +33,7 @@ spec:
 // walkthrough drives the failover and checks each step's outcome; it fails
 // at the first step whose outcome is not what fencegate promises.
 type walkthrough struct {
-	s    *stack
+	s    *stack.Stack
 	out  io.Writer
 	step int
 }
@@ -54,9 +55,9 @@ func (w *walkthrough) proves(format string, args ...any) {
 
 // kubectl runs the real kubectl on a cluster and shows the command and what
 // it printed.
-func (w *walkthrough) kubectl(ctx context.Context, n *node, stdin []byte, args ...string) (stdout, stderr string, exit int, err error) {
-	fmt.Fprintf(w.out, "  $ kubectl --context %s %s\n", n.name, strings.Join(args, " "))
-	res, err := n.cp.Kubectl(ctx, stdin, args...)
+func (w *walkthrough) kubectl(ctx context.Context, n *stack.Cluster, stdin []byte, args ...string) (stdout, stderr string, exit int, err error) {
+	fmt.Fprintf(w.out, "  $ kubectl --context %s %s\n", n.Name, strings.Join(args, " "))
+	res, err := n.ControlPlane.Kubectl(ctx, stdin, args...)
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -66,8 +67,8 @@ func (w *walkthrough) kubectl(ctx context.Context, n *node, stdin []byte, args .
 
 // fenceStatus shows `fencegate fence status`, as an operator would run it.
 func (w *walkthrough) fenceStatus(ctx context.Context) (string, error) {
-	fmt.Fprintf(w.out, "  $ fencegate fence status --authority %s\n", w.s.authorityAddr)
-	out, err := exec.CommandContext(ctx, w.s.bin, "fence", "status", "--authority", w.s.authorityAddr).CombinedOutput()
+	fmt.Fprintf(w.out, "  $ fencegate fence status --authority %s\n", w.s.AuthorityAddr)
+	out, err := exec.CommandContext(ctx, w.s.Binary, "fence", "status", "--authority", w.s.AuthorityAddr).CombinedOutput()
 	w.show(string(out))
 	if err != nil {
 		return "", fmt.Errorf("fencegate fence status: %w", err)
@@ -79,7 +80,7 @@ func (w *walkthrough) fenceStatus(ctx context.Context) (string, error) {
 func (w *walkthrough) waitHolder(ctx context.Context, name string) (*fencev1.Fence, error) {
 	var fence *fencev1.Fence
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		resp, err := w.s.fence.GetFence(ctx, &fencev1.GetFenceRequest{Domain: "default"})
+		resp, err := w.s.Fence.GetFence(ctx, &fencev1.GetFenceRequest{Domain: "default"})
 		if err != nil {
 			return false, nil //nolint:nilerr // the authority may be restarting; keep polling
 		}
@@ -93,19 +94,19 @@ func (w *walkthrough) waitHolder(ctx context.Context, name string) (*fencev1.Fen
 }
 
 // annotation reads one annotation of the billing Component.
-func annotation(ctx context.Context, n *node, key string) (string, error) {
-	res, err := n.cp.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
+func annotation(ctx context.Context, n *stack.Cluster, key string) (string, error) {
+	res, err := n.ControlPlane.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
 		"-o", "jsonpath={.metadata.annotations."+strings.ReplaceAll(strings.ReplaceAll(key, ".", `\.`), "/", `\/`)+"}")
 	if err != nil || res.ExitCode != 0 {
-		return "", fmt.Errorf("read annotation %s on %s: %v %s", key, n.name, err, res.Stderr)
+		return "", fmt.Errorf("read annotation %s on %s: %v %s", key, n.Name, err, res.Stderr)
 	}
 	return res.Stdout, nil
 }
 
 func (w *walkthrough) run(ctx context.Context) error {
-	east, west := w.s.cluster("east"), w.s.cluster("west")
+	east, west := w.s.Cluster("east"), w.s.Cluster("west")
 
-	w.title("east declares epoch %d to the authority and holds the fence", east.epoch)
+	w.title("east declares epoch %d to the authority and holds the fence", east.Epoch)
 	fence, err := w.waitHolder(ctx, "east")
 	if err != nil {
 		return err
@@ -117,7 +118,7 @@ func (w *walkthrough) run(ctx context.Context) error {
 		return errors.New("the authority has no declaration from west, although west's fencegate is ready")
 	}
 	eastToken := fence.GetHolder().GetToken()
-	w.proves("the authority granted the fence to east (token %d); west declared epoch %d too and was refused: an equal epoch never takes the fence", eastToken, west.epoch)
+	w.proves("the authority granted the fence to east (token %d); west declared epoch %d too and was refused: an equal epoch never takes the fence", eastToken, west.Epoch)
 
 	w.title("a Component created on east is admitted and stamped with east's epoch and token")
 	_, stderr, exit, err := w.kubectl(ctx, east, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "-f", "-")
@@ -135,8 +136,8 @@ func (w *walkthrough) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if epoch != fmt.Sprint(east.epoch) || token != fmt.Sprint(eastToken) {
-		return fmt.Errorf("east's Component carries fencegate.dev/epoch=%q fencegate.dev/token=%q, want %d and %d", epoch, token, east.epoch, eastToken)
+	if epoch != fmt.Sprint(east.Epoch) || token != fmt.Sprint(eastToken) {
+		return fmt.Errorf("east's Component carries fencegate.dev/epoch=%q fencegate.dev/token=%q, want %d and %d", epoch, token, east.Epoch, eastToken)
 	}
 	w.proves("the mutating webhook stamped fencegate.dev/epoch=%s and fencegate.dev/token=%s: an actuator can tell which holder wrote it", epoch, token)
 
@@ -163,10 +164,10 @@ func (w *walkthrough) run(ctx context.Context) error {
 	}
 	w.proves("a dry run gets exactly the real decision, so a pipeline can check a change before making it")
 
-	newEpoch := east.epoch + 1
+	newEpoch := east.Epoch + 1
 	w.title("fail over: raise west's epoch to %d (a rollout with a new flag value)", newEpoch)
 	start := time.Now()
-	if err := w.s.restartWithEpoch(ctx, west, newEpoch, func(f string, a ...any) { fmt.Fprintf(w.out, "  "+f+"\n", a...) }); err != nil {
+	if err := w.s.RolloutEpoch(ctx, west, newEpoch); err != nil {
 		return err
 	}
 	fence, err = w.waitHolder(ctx, "west")
@@ -181,7 +182,7 @@ func (w *walkthrough) run(ctx context.Context) error {
 
 	w.title("east is fenced, and its Components say so without anyone touching them")
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		res, err := east.cp.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
+		res, err := east.ControlPlane.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
 			"-o", `jsonpath={.status.conditions[?(@.type=="SourceConflict")].reason} {.status.fence.holder}`)
 		return err == nil && res.Stdout == fmt.Sprintf("ClusterFenced west@%d", newEpoch), nil
 	})
@@ -210,7 +211,18 @@ func (w *walkthrough) run(ctx context.Context) error {
 	if epoch, err := annotation(ctx, west, "fencegate.dev/epoch"); err != nil || epoch != fmt.Sprint(newEpoch) {
 		return fmt.Errorf("west's Component carries fencegate.dev/epoch=%q (%v), want %d", epoch, err, newEpoch)
 	}
-	w.proves("only the cluster holding the fence can change Components")
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := west.ControlPlane.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
+			"-o", `jsonpath={.status.conditions[?(@.type=="SourceConflict")].status} {.status.conditions[?(@.type=="SourceConflict")].reason}`)
+		return err == nil && res.Stdout == "False FenceHeld", nil
+	})
+	if err != nil {
+		return errors.New("west's Component never showed SourceConflict=False (FenceHeld)")
+	}
+	if _, _, _, err := w.kubectl(ctx, west, nil, "get", "components", "-n", "default"); err != nil {
+		return err
+	}
+	w.proves("only the cluster holding the fence can change Components, and its controller marks them FenceHeld")
 
 	w.title("fencegate fence status shows the new holder")
 	status, err := w.fenceStatus(ctx)

@@ -1,6 +1,7 @@
-package main
+package stack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,23 +11,24 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-	"context"
 )
 
-// process is a fencegate command the demo started, with its output in a log
-// file.
-type process struct {
-	name    string
-	args    []string
-	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error
+// Process is a fencegate command the stack started, with its output in a
+// log file.
+type Process struct {
+	// Name labels the process; its log is Name.log.
+	Name string
+	// LogPath is the file that holds its stdout and stderr.
+	LogPath string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
 }
 
 // startProcess runs bin with args; its output goes to logDir/name.log. The
-// process is killed if the demo dies, so nothing outlives it.
-func startProcess(bin, logDir, name string, args ...string) (*process, error) {
+// process is killed if the stack's process dies, so nothing outlives it.
+func startProcess(bin, logDir, name string, args ...string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -39,7 +41,7 @@ func startProcess(bin, logDir, name string, args ...string) (*process, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, args: args, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = logFile.Close()
@@ -48,9 +50,9 @@ func startProcess(bin, logDir, name string, args ...string) (*process, error) {
 	return p, nil
 }
 
-// stop asks the process to drain (SIGTERM) and kills it if it has not
+// Stop asks the process to drain (SIGTERM) and kills it if it has not
 // exited after grace.
-func (p *process) stop(grace time.Duration) error {
+func (p *Process) Stop(grace time.Duration) error {
 	select {
 	case <-p.done:
 		return nil
@@ -61,23 +63,32 @@ func (p *process) stop(grace time.Duration) error {
 	case <-p.done:
 		var exitErr *exec.ExitError
 		if p.err != nil && !errors.As(p.err, &exitErr) {
-			return fmt.Errorf("%s: %w", p.name, p.err)
+			return fmt.Errorf("%s: %w", p.Name, p.err)
 		}
 		return nil
 	case <-time.After(grace):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", p.name, grace)
+		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", p.Name, grace)
 	}
 }
 
-// waitHealthy polls url until it answers 200, the process exits, or ctx ends.
-func (p *process) waitHealthy(ctx context.Context, url string) error {
+// Kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// WaitHealthy polls url until it answers 200, the process exits, or ctx ends.
+func (p *Process) WaitHealthy(ctx context.Context, url string) error {
 	ticker := time.NewTicker(100 * time.Millisecond)
 	defer ticker.Stop()
 	for {
-		resp, err := http.Get(url) //nolint:gosec,noctx // a loopback URL the demo built
-		if err == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("health check of %s: %w", p.Name, err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -85,9 +96,9 @@ func (p *process) waitHealthy(ctx context.Context, url string) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited (%v) before it was ready; see %s", p.name, p.err, p.logPath)
+			return fmt.Errorf("%s exited (%v) before it was ready; see %s", p.Name, p.err, p.LogPath)
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s: %w; see %s", p.name, url, ctx.Err(), p.logPath)
+			return fmt.Errorf("%s not ready at %s: %w; see %s", p.Name, url, ctx.Err(), p.LogPath)
 		case <-ticker.C:
 		}
 	}

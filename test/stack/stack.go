@@ -1,0 +1,248 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/test/cluster"
+)
+
+// Namespace is where each cluster's fencegate keeps its leader election
+// Lease, as the chart's release namespace.
+const Namespace = "fencegate-system"
+
+// ControllerUser is who fencegate acts as in each cluster, as the chart runs
+// it under its service account: only this user may write Component status
+// on a fenced cluster.
+const ControllerUser = "system:serviceaccount:" + Namespace + ":fencegate"
+
+// configFile is data.fencegate.config: the shipped defaults, with
+// fencegate's own user allowed to write Component status.
+const configFile = `enforcement: deny
+controller_users:
+  - ` + ControllerUser + `
+`
+
+// ClusterSpec names a cluster and the epoch its fencegate starts with.
+type ClusterSpec struct {
+	Name  string
+	Epoch uint64
+}
+
+// Options configure a stack.
+type Options struct {
+	// Binary is the fencegate binary (see Build).
+	Binary string
+	// Dir receives logs, kubeconfigs and the authority's data; Stop
+	// removes it.
+	Dir string
+	// Clusters are started in order, each fencegate ready before the next
+	// cluster starts, so the first one declares first.
+	Clusters []ClusterSpec
+	// LeaseTTL is the authority's lease; zero means its default (15s).
+	LeaseTTL time.Duration
+	// Say reports progress; nil is quiet.
+	Say func(format string, args ...any)
+}
+
+// Stack is a running authority and its clusters.
+type Stack struct {
+	// Binary is the fencegate binary the processes run.
+	Binary string
+	// Dir holds logs, kubeconfigs and the authority's data.
+	Dir string
+	// AuthorityAddr is the authority's gRPC address.
+	AuthorityAddr string
+	// Authority is the authority process.
+	Authority *Process
+	// Fence is a client of the authority.
+	Fence fencev1.FenceServiceClient
+	// Clusters are the clusters, in the order of Options.Clusters.
+	Clusters []*Cluster
+
+	opts            Options
+	authorityHealth string
+	conn            *grpc.ClientConn
+}
+
+// Cluster is one cluster: a real control plane and the fencegate serving it.
+type Cluster struct {
+	// Name is the cluster's name.
+	Name string
+	// Epoch is the epoch its fencegate declares.
+	Epoch uint64
+	// ControlPlane is the cluster's API server.
+	ControlPlane *cluster.ControlPlane
+	// Run is the cluster's `fencegate run` process.
+	Run *Process
+	// Health is the address of its /healthz and /readyz.
+	Health string
+	// Kubeconfig is fencegate's own kubeconfig (as ControllerUser).
+	Kubeconfig string
+
+	webhooks *envtest.WebhookInstallOptions
+}
+
+// Build compiles the fencegate binary into dir and returns its path.
+func Build(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "fencegate")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fencegate/fencegate/cmd/fencegate").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build fencegate: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Start starts the authority and the clusters and waits until every
+// fencegate is ready. On error it returns what it started, for Stop.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Say == nil {
+		opts.Say = func(string, ...any) {}
+	}
+	s := &Stack{Binary: opts.Binary, Dir: opts.Dir, opts: opts}
+	if err := os.WriteFile(filepath.Join(s.Dir, "config.yaml"), []byte(configFile), 0o600); err != nil {
+		return s, fmt.Errorf("write fencegate config: %w", err)
+	}
+	var err error
+	if s.AuthorityAddr, err = freeAddress(); err != nil {
+		return s, err
+	}
+	if s.authorityHealth, err = freeAddress(); err != nil {
+		return s, err
+	}
+	if err := s.StartAuthority(ctx); err != nil {
+		return s, err
+	}
+	s.conn, err = grpc.NewClient(s.AuthorityAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return s, fmt.Errorf("connect to the authority: %w", err)
+	}
+	s.Fence = fencev1.NewFenceServiceClient(s.conn)
+
+	for _, spec := range opts.Clusters {
+		opts.Say("starting control plane %q (kube-apiserver + etcd)", spec.Name)
+		webhooks := cluster.ComponentWebhooks()
+		cp, err := cluster.Start(cluster.Options{Name: spec.Name, Webhooks: webhooks})
+		if err != nil {
+			return s, err
+		}
+		c := &Cluster{Name: spec.Name, Epoch: spec.Epoch, ControlPlane: cp, webhooks: webhooks}
+		s.Clusters = append(s.Clusters, c)
+		if c.Kubeconfig, _, err = cp.AddUser(ControllerUser, "system:masters"); err != nil {
+			return s, err
+		}
+		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil {
+			return s, fmt.Errorf("create namespace %s in %s: %w", Namespace, spec.Name, err)
+		}
+		if err := s.startFencegate(ctx, c); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// Cluster returns the named cluster; it panics on a name the stack does not
+// have, which is a bug in the caller.
+func (s *Stack) Cluster(name string) *Cluster {
+	for _, c := range s.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	panic("stack has no cluster " + name)
+}
+
+// StartAuthority starts the authority on its address and data directory,
+// the same ones after a stop or a crash, and waits until it is ready.
+func (s *Stack) StartAuthority(ctx context.Context) error {
+	data := filepath.Join(s.Dir, "authority-data")
+	s.opts.Say("starting the fence authority on %s (embedded etcd in %s)", s.AuthorityAddr, data)
+	args := []string{"authority",
+		"--listen", s.AuthorityAddr,
+		"--data-dir", data,
+		"--metrics-address", s.authorityHealth,
+		"--log-format", "console"}
+	if s.opts.LeaseTTL > 0 {
+		args = append(args, "--lease-ttl", s.opts.LeaseTTL.String())
+	}
+	var err error
+	if s.Authority, err = startProcess(s.Binary, s.Dir, "authority", args...); err != nil {
+		return err
+	}
+	return s.Authority.WaitHealthy(ctx, "http://"+s.authorityHealth+"/readyz")
+}
+
+// startFencegate runs `fencegate run` for a cluster at its epoch and waits
+// until it is ready.
+func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
+	metrics, err := freeAddress()
+	if err != nil {
+		return err
+	}
+	if c.Health, err = freeAddress(); err != nil {
+		return err
+	}
+	webhook := net.JoinHostPort(c.webhooks.LocalServingHost, strconv.Itoa(c.webhooks.LocalServingPort))
+	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Name, c.Epoch, webhook)
+	c.Run, err = startProcess(s.Binary, s.Dir, fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch), "run",
+		"--cluster-name", c.Name,
+		"--epoch", strconv.FormatUint(c.Epoch, 10),
+		"--authority", s.AuthorityAddr,
+		"--kubeconfig", c.Kubeconfig,
+		"--namespace", Namespace,
+		"--leader-elect",
+		"--config-file", filepath.Join(s.Dir, "config.yaml"),
+		"--webhook-address", webhook,
+		"--webhook-cert-dir", c.webhooks.LocalServingCertDir,
+		"--webhook-certs", "external",
+		"--metrics-address", metrics,
+		"--health-address", c.Health,
+		"--log-format", "console")
+	if err != nil {
+		return err
+	}
+	return c.Run.WaitHealthy(ctx, "http://"+c.Health+"/readyz")
+}
+
+// RolloutEpoch restarts a cluster's fencegate with a new epoch, as a rollout
+// of the Deployment with a new flag value does.
+func (s *Stack) RolloutEpoch(ctx context.Context, c *Cluster, epoch uint64) error {
+	if err := c.Run.Stop(30 * time.Second); err != nil {
+		return err
+	}
+	c.Epoch = epoch
+	return s.startFencegate(ctx, c)
+}
+
+// Stop stops every process and control plane and removes Dir.
+func (s *Stack) Stop() error {
+	var errs []error
+	for _, c := range s.Clusters {
+		if c.Run != nil {
+			errs = append(errs, c.Run.Stop(30*time.Second))
+		}
+		errs = append(errs, c.ControlPlane.Stop())
+	}
+	if s.conn != nil {
+		errs = append(errs, s.conn.Close())
+	}
+	if s.Authority != nil {
+		errs = append(errs, s.Authority.Stop(30*time.Second))
+	}
+	errs = append(errs, os.RemoveAll(s.Dir))
+	return errors.Join(errs...)
+}
