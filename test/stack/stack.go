@@ -93,6 +93,12 @@ type Cluster struct {
 	Health string
 	// Kubeconfig is fencegate's own kubeconfig (as ControllerUser).
 	Kubeconfig string
+	// WebhookAddr is where fencegate serves admission over TLS (host:port),
+	// and WebhookCA the PEM CA that its serving certificate chains to.
+	WebhookAddr string
+	WebhookCA   []byte
+	// Metrics is the address of its /metrics.
+	Metrics string
 
 	webhooks *envtest.WebhookInstallOptions
 }
@@ -189,14 +195,15 @@ func (s *Stack) StartAuthority(ctx context.Context) error {
 // startFencegate runs `fencegate run` for a cluster at its epoch and waits
 // until it is ready.
 func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
-	metrics, err := freeAddress()
-	if err != nil {
+	var err error
+	if c.Metrics, err = freeAddress(); err != nil {
 		return err
 	}
 	if c.Health, err = freeAddress(); err != nil {
 		return err
 	}
 	webhook := net.JoinHostPort(c.webhooks.LocalServingHost, strconv.Itoa(c.webhooks.LocalServingPort))
+	c.WebhookAddr, c.WebhookCA = webhook, c.webhooks.LocalServingCAData
 	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Name, c.Epoch, webhook)
 	c.Run, err = startProcess(s.Binary, s.Dir, fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch), "run",
 		"--cluster-name", c.Name,
@@ -209,7 +216,7 @@ func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
 		"--webhook-address", webhook,
 		"--webhook-cert-dir", c.webhooks.LocalServingCertDir,
 		"--webhook-certs", "external",
-		"--metrics-address", metrics,
+		"--metrics-address", c.Metrics,
 		"--health-address", c.Health,
 		"--log-format", "console")
 	if err != nil {
