@@ -15,6 +15,7 @@ import (
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority/authoritytest"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/tcpproxy"
 )
 
 // Timing of agents against the real authority: short, so that tests that
@@ -204,9 +205,9 @@ func TestPartitionedHolderLapsesBeforeTakeover(t *testing.T) {
 		o.DeclareInterval, o.DeclareTimeout, o.LeaseMargin = 400*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond
 	}
 
-	eastAgent := runAgent(t, proxy.Addr, log, east, fast)
+	eastAgent := runAgent(t, proxy.Addr(), log, east, fast)
 	waitStatus(t, eastAgent.ClusterFence, fencestate.Active)
-	proxy.Cut()
+	proxy.Cut(tcpproxy.Drop)
 	westAgent := runAgent(t, srv.Addr, log, withEpoch(west, 8), fast)
 
 	waitStatus(t, westAgent.ClusterFence, fencestate.Active)
