@@ -55,14 +55,14 @@ func (w *walkthrough) proves(format string, args ...any) {
 
 // kubectl runs the real kubectl on a cluster and shows the command and what
 // it printed.
-func (w *walkthrough) kubectl(ctx context.Context, n *stack.Cluster, stdin []byte, args ...string) (stdout, stderr string, exit int, err error) {
+func (w *walkthrough) kubectl(ctx context.Context, n *stack.Cluster, stdin []byte, args ...string) (stderr string, exit int, err error) {
 	fmt.Fprintf(w.out, "  $ kubectl --context %s %s\n", n.Name, strings.Join(args, " "))
 	res, err := n.ControlPlane.Kubectl(ctx, stdin, args...)
 	if err != nil {
-		return "", "", 0, err
+		return "", 0, err
 	}
 	w.show(res.Stdout + conciseError(res.Stderr))
-	return res.Stdout, res.Stderr, res.ExitCode, nil
+	return res.Stderr, res.ExitCode, nil
 }
 
 // fenceStatus shows `fencegate fence status`, as an operator would run it.
@@ -97,8 +97,11 @@ func (w *walkthrough) waitHolder(ctx context.Context, name string) (*fencev1.Fen
 func annotation(ctx context.Context, n *stack.Cluster, key string) (string, error) {
 	res, err := n.ControlPlane.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
 		"-o", "jsonpath={.metadata.annotations."+strings.ReplaceAll(strings.ReplaceAll(key, ".", `\.`), "/", `\/`)+"}")
-	if err != nil || res.ExitCode != 0 {
-		return "", fmt.Errorf("read annotation %s on %s: %v %s", key, n.Name, err, res.Stderr)
+	if err != nil {
+		return "", fmt.Errorf("read annotation %s on %s: %w", key, n.Name, err)
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("read annotation %s on %s: %s", key, n.Name, res.Stderr)
 	}
 	return res.Stdout, nil
 }
@@ -121,7 +124,7 @@ func (w *walkthrough) run(ctx context.Context) error {
 	w.proves("the authority granted the fence to east (token %d); west declared epoch %d too and was refused: an equal epoch never takes the fence", eastToken, west.Epoch)
 
 	w.title("a Component created on east is admitted and stamped with east's epoch and token")
-	_, stderr, exit, err := w.kubectl(ctx, east, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "-f", "-")
+	stderr, exit, err := w.kubectl(ctx, east, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "-f", "-")
 	if err != nil {
 		return err
 	}
@@ -142,7 +145,7 @@ func (w *walkthrough) run(ctx context.Context) error {
 	w.proves("the mutating webhook stamped fencegate.dev/epoch=%s and fencegate.dev/token=%s: an actuator can tell which holder wrote it", epoch, token)
 
 	w.title("the same Component on west is denied, with a message naming the holder")
-	_, denial, exit, err := w.kubectl(ctx, west, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "-f", "-")
+	denial, exit, err := w.kubectl(ctx, west, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "-f", "-")
 	if err != nil {
 		return err
 	}
@@ -152,15 +155,19 @@ func (w *walkthrough) run(ctx context.Context) error {
 	w.proves("west does not hold the fence, so its admission webhook refuses every change to Components")
 
 	w.title("kubectl apply --dry-run=server on west shows the same denial and persists nothing")
-	_, dryDenial, exit, err := w.kubectl(ctx, west, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "--dry-run=server", "-f", "-")
+	dryDenial, exit, err := w.kubectl(ctx, west, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "--dry-run=server", "-f", "-")
 	if err != nil {
 		return err
 	}
 	if exit == 0 || !strings.Contains(dryDenial, `"east"`) {
 		return fmt.Errorf("the dry run on west should be denied like the real request; kubectl exit %d: %s", exit, dryDenial)
 	}
-	if _, stderr, exit, err := w.kubectl(ctx, west, nil, "get", "component", "billing", "-n", "default"); err != nil || exit == 0 || !strings.Contains(stderr, "NotFound") {
-		return fmt.Errorf("west should have no Component after the refusals (exit %d, %v): %s", exit, err, stderr)
+	stderr, exit, err = w.kubectl(ctx, west, nil, "get", "component", "billing", "-n", "default")
+	if err != nil {
+		return err
+	}
+	if exit == 0 || !strings.Contains(stderr, "NotFound") {
+		return fmt.Errorf("west should have no Component after the refusals (exit %d): %s", exit, stderr)
 	}
 	w.proves("a dry run gets exactly the real decision, so a pipeline can check a change before making it")
 
@@ -189,10 +196,10 @@ func (w *walkthrough) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("east's Component never showed SourceConflict=True (ClusterFenced) with holder west@%d", newEpoch)
 	}
-	if _, _, _, err := w.kubectl(ctx, east, nil, "get", "components", "-n", "default"); err != nil {
+	if _, _, err := w.kubectl(ctx, east, nil, "get", "components", "-n", "default"); err != nil {
 		return err
 	}
-	_, denial, exit, err = w.kubectl(ctx, east, fmt.Appendf(nil, componentYAML, "1.1.0"), "apply", "-f", "-")
+	denial, exit, err = w.kubectl(ctx, east, fmt.Appendf(nil, componentYAML, "1.1.0"), "apply", "-f", "-")
 	if err != nil {
 		return err
 	}
@@ -202,7 +209,7 @@ func (w *walkthrough) run(ctx context.Context) error {
 	w.proves("east stopped admitting before west was granted, and its controller re-marked every Component the moment the fence moved")
 
 	w.title("west now admits the Component, stamped with epoch %d", newEpoch)
-	if _, stderr, exit, err = w.kubectl(ctx, west, fmt.Appendf(nil, componentYAML, "1.1.0"), "apply", "-f", "-"); err != nil {
+	if stderr, exit, err = w.kubectl(ctx, west, fmt.Appendf(nil, componentYAML, "1.1.0"), "apply", "-f", "-"); err != nil {
 		return err
 	}
 	if exit != 0 {
@@ -219,7 +226,7 @@ func (w *walkthrough) run(ctx context.Context) error {
 	if err != nil {
 		return errors.New("west's Component never showed SourceConflict=False (FenceHeld)")
 	}
-	if _, _, _, err := w.kubectl(ctx, west, nil, "get", "components", "-n", "default"); err != nil {
+	if _, _, err := w.kubectl(ctx, west, nil, "get", "components", "-n", "default"); err != nil {
 		return err
 	}
 	w.proves("only the cluster holding the fence can change Components, and its controller marks them FenceHeld")

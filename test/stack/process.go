@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,7 @@ func (p *Process) WaitHealthy(ctx context.Context, url string) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited (%v) before it was ready; see %s", p.Name, p.err, p.LogPath)
+			return fmt.Errorf("%s exited before it was ready (see %s): %w", p.Name, p.LogPath, cmp.Or(p.err, errors.New("exit status 0")))
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready at %s: %w; see %s", p.Name, url, ctx.Err(), p.LogPath)
 		case <-ticker.C:
