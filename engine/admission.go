@@ -82,20 +82,21 @@ var parsers fastjson.ParserPool
 // AdmissionReview.
 func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error) {
 	now := e.clock.Now()
-	snap, err := e.current.Load().at(ctx, now)
-	if err != nil {
-		return AdmissionResult{}, err
-	}
 	p := parsers.Get()
 	defer parsers.Put(p)
 	review, err := parseReview(p, body)
 	if err != nil {
 		return AdmissionResult{}, err
 	}
-	res := AdmissionResult{Fence: snap.fence, Revision: snap.policy.revision}
+	var res AdmissionResult
 	if res.Request, err = decodeRequest(review.Get("request")); err != nil {
 		return res, err
 	}
+	snap, err := e.current.Load().at(ctx, now)
+	if err != nil {
+		return res, err
+	}
+	res.Fence, res.Revision = snap.fence, snap.policy.revision
 	if !snap.hasFence {
 		return res, ErrNotReady
 	}
