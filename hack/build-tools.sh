@@ -13,30 +13,50 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${FENCEGATE_CACHE:-$root/.cache}
 mkdir -p "$cache/bin" "$cache/tools"
 
+# kube_minor prints the minor version of the pinned Kubernetes release.
+kube_minor() {
+	local v
+	v=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/tools/kube/go.mod")
+	v=${v#v1.}
+	echo "${v%%.*}"
+}
+
 build() {
 	local name=$1 dir=$root/hack/tools/$1
 	[ -f "$dir/go.mod" ] || { echo "build-tools: no tools module hack/tools/$name" >&2; return 2; }
+	local ldflags="-s -w"
+	case $name in
+	kube)
+		# Stamp the version so `kube-apiserver --version` and kubectl's
+		# server/client skew check see the real release.
+		local v
+		v=$(cd "$dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+		local minor
+		minor=$(kube_minor)
+		ldflags+=" -X k8s.io/component-base/version.gitVersion=$v"
+		ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
+		ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
+		ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
+		ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=1"
+		ldflags+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+		;;
+	helm)
+		# Without a cluster (helm template, helm lint), helm assumes the
+		# Kubernetes version it was stamped with; unstamped it assumes
+		# 1.20, which the charts' kubeVersion refuses.
+		local v
+		v=$(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
+		ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1"
+		ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(kube_minor)"
+		ldflags+=" -X helm.sh/helm/v3/internal/version.version=$v"
+		;;
+	esac
 	local key out
-	key=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-12)
+	key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-12)
 	out=$cache/tools/$name-$key
 	exec 9>"$cache/tools/$name.lock"
 	flock 9
 	if [ ! -f "$out/.complete" ]; then
-		local ldflags="-s -w"
-		if [ "$name" = kube ]; then
-			# Stamp the version so `kube-apiserver --version` and kubectl's
-			# server/client skew check see the real release.
-			local v
-			v=$(cd "$dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
-			local minor=${v#v1.}
-			minor=${minor%%.*}
-			ldflags+=" -X k8s.io/component-base/version.gitVersion=$v"
-			ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
-			ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
-			ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
-			ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=1"
-			ldflags+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-		fi
 		echo "build-tools: building $name (once; cached in ${out#"$root"/})" >&2
 		local start=$SECONDS
 		rm -rf "$out.tmp"
