@@ -218,7 +218,7 @@ func jsonOf(v *fastjson.Value) string {
 
 // evalAdmission evaluates an admission query and reads its decision.
 func (s *snapshot) evalAdmission(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value, now time.Time) (AdmissionDecision, error) {
-	rs, err := q.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTime(now))
+	rs, err := q.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(s.txn), rego.EvalTime(now))
 	if err != nil {
 		return AdmissionDecision{}, fmt.Errorf("evaluate %v: %w", admissionEntryPoint, err)
 	}

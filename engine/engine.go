@@ -267,7 +267,7 @@ func (e *Engine) Reconcile(ctx context.Context, component map[string]any) (Recon
 	if err != nil {
 		return ReconcileDecision{}, fmt.Errorf("reconcile input: %w", err)
 	}
-	rs, err := snap.reconcile.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTime(now))
+	rs, err := snap.policy.reconcile.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(snap.txn), rego.EvalTime(now))
 	if err != nil {
 		return ReconcileDecision{}, fmt.Errorf("evaluate %v: %w", reconcileEntryPoint, err)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/fencegate/fencegate/policies"
 )
@@ -49,6 +51,9 @@ type policy struct {
 	compiler *ast.Compiler
 	// inputPaths are the parts of the AdmissionReview the policies read.
 	inputPaths *pathTree
+	// admission and reconcile are the entry points' queries, prepared once
+	// for every snapshot of this revision.
+	admission, reconcile rego.PreparedEvalQuery
 	// residualLogged is set once it was logged that partial evaluation
 	// gave no usable residual for this revision.
 	residualLogged atomic.Bool
@@ -151,7 +156,7 @@ func compilePolicy(files []policyFile, config map[string]any, unknownKeys []stri
 	if !plain {
 		inputPaths = inputPathsOf(compiler.Modules).seal()
 	}
-	return &policy{
+	p := &policy{
 		revision:          revision,
 		files:             names,
 		config:            config,
@@ -159,7 +164,14 @@ func compilePolicy(files []policyFile, config map[string]any, unknownKeys []stri
 		modules:           modules,
 		compiler:          compiler,
 		inputPaths:        inputPaths,
-	}, nil
+	}
+	if p.admission, err = prepare(context.Background(), compiler, admissionEntryPoint); err != nil {
+		return nil, err
+	}
+	if p.reconcile, err = prepare(context.Background(), compiler, reconcileEntryPoint); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // compileModules compiles copies of the modules, so that the parsed ones can

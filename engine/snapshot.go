@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
-	"github.com/open-policy-agent/opa/v1/storage"
-	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -28,31 +27,28 @@ var (
 )
 
 // snapshot is everything one decision needs: a policy revision, the fence
-// state, the data store holding both, and the queries prepared against them.
-// It is immutable; a fence write or a reload builds a new one and swaps it in
-// whole, so an evaluation never sees half of a change and never waits for
-// one.
+// state, the data document holding both and the admission query to
+// evaluate. It is immutable; a fence write or a reload builds a new one and
+// swaps it in whole, so an evaluation never sees half of a change and never
+// waits for one.
 type snapshot struct {
 	policy *policy
 	// fence is the state as written; hasFence is false until one was.
 	fence    fencestate.State
 	hasFence bool
-	// store holds data.fence and data.fencegate.config. Nothing writes to
-	// it after it is built, so its read transactions never wait.
-	store storage.Store
+	// txn reads this snapshot's data.fence and data.fencegate.config from
+	// dataStore; every evaluation of this snapshot is given it.
+	txn *snapshotTxn
 	// admission is the query requests are evaluated with, inputPaths the
 	// parts of an AdmissionReview it reads and cache its remembered
 	// decisions (nil when it is not deterministic). They come from the
-	// residual when partial evaluation gave one, else from the full query
-	// (residualErr says why).
+	// residual when partial evaluation gave one, else from the policy's
+	// full query (residualErr says why).
 	admission   rego.PreparedEvalQuery
 	inputPaths  *pathTree
 	cache       *decisionCache
 	residual    *residual
 	residualErr error
-	// fullAdmission evaluates the admission entry point itself.
-	fullAdmission rego.PreparedEvalQuery
-	reconcile     rego.PreparedEvalQuery
 	// plain: admission requests are evaluated with the full query.
 	plain bool
 	// expiresAt is when an active state's validity ends (valid_until_ns);
@@ -72,7 +68,7 @@ type snapshot struct {
 // evaluated with the full query. prev, if not nil, is the snapshot this one
 // replaces: when the new data partially evaluate to the same residual (a
 // heartbeat only moves valid_until_ns along), its residual and remembered
-// decisions are kept.
+// decisions are kept, and nothing is compiled or prepared.
 func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain bool, prev *snapshot) (*snapshot, error) {
 	s := &snapshot{policy: p, plain: plain}
 	data := map[string]any{"fencegate": map[string]any{"config": p.config}}
@@ -91,15 +87,9 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain 
 	if err != nil {
 		return nil, fmt.Errorf("encode policy data: %w", err)
 	}
-	s.store = inmem.NewFromASTObject(value.(ast.Object))
+	s.txn = newSnapshotTxn(value.(ast.Object))
 
-	if s.fullAdmission, err = s.prepare(ctx, p.compiler, admissionEntryPoint); err != nil {
-		return nil, err
-	}
-	if s.reconcile, err = s.prepare(ctx, p.compiler, reconcileEntryPoint); err != nil {
-		return nil, err
-	}
-	s.admission, s.inputPaths = s.fullAdmission, p.inputPaths
+	s.admission, s.inputPaths = p.admission, p.inputPaths
 	if plain {
 		s.residualErr = errors.New("plain evaluation was asked for")
 		return s, nil
@@ -114,11 +104,14 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain 
 	return s, nil
 }
 
-func (s *snapshot) prepare(ctx context.Context, compiler *ast.Compiler, entry ast.Ref) (rego.PreparedEvalQuery, error) {
+// prepare prepares the query of an entry point against the compiler. The
+// data come with each evaluation (EvalTransaction), so the prepared query
+// serves every snapshot.
+func prepare(ctx context.Context, compiler *ast.Compiler, entry ast.Ref) (rego.PreparedEvalQuery, error) {
 	pq, err := rego.New(
 		rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(entry)))),
 		rego.Compiler(compiler),
-		rego.Store(s.store),
+		rego.Store(dataStore),
 	).PrepareForEval(ctx)
 	if err != nil {
 		return rego.PreparedEvalQuery{}, fmt.Errorf("prepare %v: %w", entry, err)
@@ -157,7 +150,8 @@ func (s *snapshot) prepareResidual(ctx context.Context, reuse *residual) (*resid
 	pqs, err := rego.New(
 		rego.ParsedQuery(ast.NewBody(ast.Equality.Expr(ast.NewTerm(residualResult), ast.NewTerm(admissionEntryPoint)))),
 		rego.Compiler(s.policy.compiler),
-		rego.Store(s.store),
+		rego.Store(dataStore),
+		rego.Transaction(s.txn),
 		rego.ParsedUnknowns([]*ast.Term{ast.NewTerm(ast.InputRootRef)}),
 		rego.PartialNamespace(residualNamespace),
 	).Partial(ctx)
@@ -176,11 +170,14 @@ func (s *snapshot) prepareResidual(ctx context.Context, reuse *residual) (*resid
 		})
 	}
 	modules := map[string]*ast.Module{"fencegate:residual": module}
-	source := module.String()
+	// Partial evaluation returns the support modules in no fixed order.
+	sources := []string{module.String()}
 	for i, m := range pqs.Support {
 		modules[fmt.Sprintf("fencegate:residual-support-%d", i)] = m
-		source += "\n" + m.String()
+		sources = append(sources, m.String())
 	}
+	slices.Sort(sources[1:])
+	source := strings.Join(sources, "\n")
 	contained, pure := dataRefs(modules)
 	if reuse != nil && pure && reuse.pure && reuse.source == source {
 		return reuse, nil
@@ -204,7 +201,7 @@ func (s *snapshot) prepareResidual(ctx context.Context, reuse *residual) (*resid
 		r.paths = inputPathsOf(compiler.Modules)
 	}
 	r.paths.seal()
-	if r.query, err = s.prepare(ctx, compiler, residualDecision); err != nil {
+	if r.query, err = prepare(ctx, compiler, residualDecision); err != nil {
 		return nil, err
 	}
 	if deterministic(compiler.Modules) {
