@@ -126,6 +126,14 @@ func New(opts Options) (*Engine, error) {
 	if e.log.GetSink() == nil {
 		e.log = logr.Discard()
 	}
+	p, err := e.loadPolicy()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := newSnapshot(context.Background(), p, nil, e.plain, nil)
+	if err != nil {
+		return nil, err
+	}
 	// Both results are exported from the start, so that a dashboard sees
 	// zero errors rather than no series.
 	e.reloads.WithLabelValues("success")
@@ -134,15 +142,6 @@ func New(opts Options) (*Engine, error) {
 		if err := opts.Registerer.Register(e.reloads); err != nil {
 			return nil, fmt.Errorf("register engine metrics: %w", err)
 		}
-	}
-
-	p, err := e.loadPolicy()
-	if err != nil {
-		return nil, err
-	}
-	snap, err := newSnapshot(context.Background(), p, nil, e.plain, nil)
-	if err != nil {
-		return nil, err
 	}
 	e.current.Store(snap)
 	e.status.Store(&PolicyStatus{
