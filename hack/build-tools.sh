@@ -16,9 +16,11 @@ mkdir -p "$cache/bin" "$cache/tools"
 # kube_minor prints the minor version of the pinned Kubernetes release.
 kube_minor() {
 	local v
-	v=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/tools/kube/go.mod")
+	v=$(cd "$root/hack/tools/kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 	v=${v#v1.}
-	echo "${v%%.*}"
+	v=${v%%.*}
+	[ -n "$v" ] || { echo "build-tools: cannot read the Kubernetes version of hack/tools/kube" >&2; return 1; }
+	echo "$v"
 }
 
 build() {
@@ -32,7 +34,7 @@ build() {
 		local v
 		v=$(cd "$dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 		local minor
-		minor=$(kube_minor)
+		minor=$(kube_minor) || return 1
 		ldflags+=" -X k8s.io/component-base/version.gitVersion=$v"
 		ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
 		ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
@@ -47,7 +49,9 @@ build() {
 		local v
 		v=$(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
 		ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1"
-		ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(kube_minor)"
+		local minor
+		minor=$(kube_minor) || return 1
+		ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
 		ldflags+=" -X helm.sh/helm/v3/internal/version.version=$v"
 		;;
 	esac
