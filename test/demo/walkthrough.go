@@ -215,8 +215,12 @@ func (w *walkthrough) run(ctx context.Context) error {
 	if exit != 0 {
 		return fmt.Errorf("west should admit the Component now: %s", stderr)
 	}
-	if epoch, err := annotation(ctx, west, "fencegate.dev/epoch"); err != nil || epoch != fmt.Sprint(newEpoch) {
-		return fmt.Errorf("west's Component carries fencegate.dev/epoch=%q (%v), want %d", epoch, err, newEpoch)
+	epoch, err = annotation(ctx, west, "fencegate.dev/epoch")
+	if err != nil {
+		return err
+	}
+	if epoch != fmt.Sprint(newEpoch) {
+		return fmt.Errorf("west's Component carries fencegate.dev/epoch=%q, want %d", epoch, newEpoch)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		res, err := west.ControlPlane.Kubectl(ctx, nil, "get", "component", "billing", "-n", "default",
