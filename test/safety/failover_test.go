@@ -1,0 +1,113 @@
+package safety
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/authority/authoritytest"
+)
+
+// The environment variables that choose the histories.
+const (
+	// runsEnv sets how many histories TestRandomizedFailover runs.
+	runsEnv = "FENCEGATE_SAFETY_RUNS"
+	// seedEnv replays the one history of that seed.
+	seedEnv = "FENCEGATE_SAFETY_SEED"
+	// replicasEnv sets the number of pods per cluster (1 unless set).
+	replicasEnv = "FENCEGATE_SAFETY_REPLICAS"
+	// defaultRuns keeps the test well under two minutes.
+	defaultRuns = 20
+)
+
+// seeds returns the seeds of the histories to run.
+func seeds(t *testing.T) []uint64 {
+	t.Helper()
+	if s := os.Getenv(seedEnv); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: want the seed that a failed history printed: %v", seedEnv, s, err)
+		}
+		return []uint64{seed}
+	}
+	runs := defaultRuns
+	if s := os.Getenv(runsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a number of histories, at least 1", runsEnv, s)
+		}
+		runs = n
+	}
+	out := make([]uint64, runs)
+	for i := range out {
+		out[i] = rand.Uint64()
+	}
+	return out
+}
+
+// replicas returns the number of pods per cluster.
+func replicas(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv(replicasEnv)
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 3 {
+		t.Fatalf("%s=%q: want 1, 2 or 3 pods per cluster", replicasEnv, s)
+	}
+	return n
+}
+
+// unsafe describes a history that broke a rule, with what it takes to
+// replay it.
+func unsafe(sched schedule, h History, r Report, replay string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "unsafe history; %s\nschedule: %s\nviolations:\n", replay, sched)
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	h.Write(&b)
+	return b.String()
+}
+
+// TestRandomizedFailover plays randomized histories of epoch raises,
+// authority restarts and partitions under admission load, and checks each
+// one: no two clusters admit for the domain at once, and tokens only grow.
+func TestRandomizedFailover(t *testing.T) {
+	srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: leaseTTL})
+	bodies := reviews(t)
+	list, pods := seeds(t), replicas(t)
+	var total Report
+	steps, denied := 0, 0
+	began := time.Now()
+	for i, seed := range list {
+		sched := plan(seed, pods)
+		h := newRun(t, srv, sched, bodies, nil).play()
+		r := Check(h.Admissions)
+		total.Admissions += r.Admissions
+		total.Tokens += r.Tokens
+		total.Handovers += r.Handovers
+		total.InFlight += r.InFlight
+		steps += len(sched.steps)
+		denied += h.Denied
+		t.Logf("history %d/%d, seed %d: %d steps, %d admitted (%d tokens, %d handovers), %d denied",
+			i+1, len(list), seed, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied)
+		if len(r.Violations) > 0 {
+			replay := fmt.Sprintf("replay its schedule with %s=%d", seedEnv, seed)
+			if pods != 1 {
+				replay += fmt.Sprintf(" %s=%d", replicasEnv, pods)
+			}
+			t.Fatal(unsafe(sched, h, r, replay))
+		}
+	}
+	t.Logf("%d histories of 3 clusters × %d pod(s) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps",
+		len(list), pods, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps)
+	if total.Admissions == 0 {
+		t.Error("no history admitted anything: the checker had nothing to check")
+	}
+}

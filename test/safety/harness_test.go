@@ -1,0 +1,402 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/authority/authoritytest"
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/engine/enginetest"
+	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/tcpproxy"
+)
+
+// tokenAnnotation is the annotation the mutation stamps the fencing token
+// into.
+const tokenAnnotation = "fencegate.dev/token"
+
+// review is an AdmissionReview body that the pods are asked to admit, with
+// the token annotation its object already carries: the policy leaves an
+// annotation that already has the right value alone.
+type review struct {
+	body  []byte
+	token string
+}
+
+// reviews are the requests of every history: creates and updates of
+// Components as the API server sends them, one of them a large update with
+// managedFields and kubectl's last-applied configuration.
+func reviews(t testing.TB) []review {
+	t.Helper()
+	annotated := map[string]string{"team": "payments", tokenAnnotation: "0", "fencegate.dev/epoch": "0"}
+	return []review{
+		{body: enginetest.Review(t, engine.ReviewRequest{Operation: "CREATE", Object: enginetest.Component("billing", "payments", nil), Username: "alice"})},
+		{body: enginetest.Review(t, engine.ReviewRequest{Operation: "CREATE", Object: enginetest.Component("search", "payments", map[string]string{"team": "search"}), Username: "alice"})},
+		{body: enginetest.Review(t, engine.ReviewRequest{
+			Operation: "UPDATE", Object: enginetest.Component("ledger", "payments", annotated), OldObject: enginetest.Component("ledger", "payments", annotated),
+			Username: "system:serviceaccount:ci:deployer", Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		}), token: "0"},
+		{body: enginetest.LargeUpdate(t), token: "1041"},
+	}
+}
+
+// stampedToken is the token an admitted request ends up with: the one the
+// patch writes, or the one its object already carried.
+func stampedToken(patch []engine.PatchOperation, existing string) uint64 {
+	value := existing
+	for _, op := range patch {
+		switch {
+		case op.Op == "add" && op.Path == "/metadata/annotations/fencegate.dev~1token":
+			value, _ = op.Value.(string)
+		case op.Op == "add" && op.Path == "/metadata/annotations":
+			if m, ok := op.Value.(map[string]any); ok {
+				value, _ = m[tokenAnnotation].(string)
+			}
+		}
+	}
+	token, _ := strconv.ParseUint(value, 10, 64)
+	return token
+}
+
+// pod is one replica of a cluster's fencegate: a policy engine, the fence
+// agent that writes its data.fence (through its own proxy to the
+// authority, so that it can be partitioned alone), and the admission
+// requests it answers.
+type pod struct {
+	name    string
+	cluster int
+	uid     string
+	engine  *engine.Engine
+	agent   *fenceagent.ClusterFence
+	proxy   *tcpproxy.Proxy
+	// stopAgent ends the agent; the engine keeps its last fence state.
+	stopAgent func()
+	// stopServing ends the admission requests.
+	stopServing func()
+
+	mu         sync.Mutex
+	admissions []Admission
+	denied     int
+}
+
+// writerWrap is a test-only change to what the agents write, used to show
+// that the checker catches a broken fence.
+type writerWrap func(fencestate.Writer) fencestate.Writer
+
+// run plays one schedule against the authority and records its history.
+type run struct {
+	t      *testing.T
+	srv    *authoritytest.Server
+	sched  schedule
+	domain string
+	bodies []review
+	wrap   writerWrap
+	begin  time.Time
+	// ending is closed when the schedule is over: partitions heal.
+	ending chan struct{}
+	// background runs the steps that outlast their start: partitions and
+	// terminating pods.
+	background sync.WaitGroup
+	// rolling serializes the rollouts of each cluster.
+	rolling []sync.Mutex
+
+	mu     sync.Mutex
+	events []Event
+	// serving are each cluster's current pods, by replica slot.
+	serving [][]*pod
+	all     []*pod
+	counter []int
+}
+
+func newRun(t *testing.T, srv *authoritytest.Server, sched schedule, bodies []review, wrap writerWrap) *run {
+	return &run{
+		t: t, srv: srv, sched: sched, bodies: bodies, wrap: wrap,
+		domain:  "h-" + strconv.FormatUint(sched.seed, 36),
+		ending:  make(chan struct{}),
+		rolling: make([]sync.Mutex, len(clusterNames)),
+		serving: make([][]*pod, len(clusterNames)),
+		counter: make([]int, len(clusterNames)),
+	}
+}
+
+func (r *run) since() time.Duration { return time.Since(r.begin) }
+
+// event records something that happened now.
+func (r *run) event(format string, args ...any) {
+	at := r.since()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, Event{At: at, What: fmt.Sprintf(format, args...)})
+}
+
+// sleepUntil waits until the schedule's time at; steps are placed in time,
+// nothing is synchronised by it.
+func (r *run) sleepUntil(at time.Duration) {
+	if d := at - r.since(); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// play runs the schedule and returns what happened.
+func (r *run) play() History {
+	r.begin = time.Now()
+	for c := range clusterNames {
+		for range r.sched.replicas {
+			r.serving[c] = append(r.serving[c], r.startPod(c, r.sched.epochs[c]))
+		}
+	}
+	for _, st := range r.sched.steps {
+		r.sleepUntil(st.at)
+		switch st.kind {
+		case raise:
+			r.background.Go(func() { r.rollout(st) })
+		case partition:
+			r.partition(st)
+		case restart:
+			// On the test's goroutine: Restart fails the test if the
+			// authority cannot come back.
+			r.event("the authority restarts")
+			r.srv.Restart(r.t)
+			r.event("the authority is back")
+		}
+	}
+	r.sleepUntil(chaos + tail)
+	close(r.ending)
+	r.background.Wait()
+	return r.stop()
+}
+
+// startPod starts a replica of cluster c declaring epoch.
+func (r *run) startPod(c int, epoch uint64) *pod {
+	r.mu.Lock()
+	r.counter[c]++
+	p := &pod{name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c]}
+	r.all = append(r.all, p)
+	r.mu.Unlock()
+
+	var err error
+	if p.engine, err = engine.New(engine.Options{Logger: logr.Discard()}); err != nil {
+		r.t.Errorf("%s: engine: %v", p.name, err)
+		return p
+	}
+	if p.proxy, err = tcpproxy.Start(r.srv.Addr); err != nil {
+		r.t.Errorf("%s: proxy: %v", p.name, err)
+		return p
+	}
+	conn, err := fenceagent.Dial(p.proxy.Addr(), nil)
+	if err != nil {
+		r.t.Errorf("%s: dial: %v", p.name, err)
+		return p
+	}
+	var writer fencestate.Writer = p.engine
+	if r.wrap != nil {
+		writer = r.wrap(writer)
+	}
+	p.agent, err = fenceagent.New(fenceagent.Options{
+		Client:          fencev1.NewFenceServiceClient(conn),
+		Writer:          &recorder{run: r, pod: p.name, next: writer},
+		Domain:          r.domain,
+		ClusterName:     clusterNames[c],
+		ClusterUID:      p.uid,
+		Epoch:           epoch,
+		DeclareInterval: declareInterval,
+		DeclareTimeout:  declareTimeout,
+		LeaseMargin:     leaseMargin,
+		Logger:          logr.Discard(),
+		Registerer:      prometheus.NewRegistry(),
+	})
+	if err != nil {
+		r.t.Errorf("%s: agent: %v", p.name, err)
+		return p
+	}
+	r.event("%s starts at epoch %d", p.name, epoch)
+	agentCtx, stopAgent := context.WithCancel(context.Background())
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		if err := p.agent.Start(agentCtx); err != nil {
+			r.t.Errorf("%s: agent: %v", p.name, err)
+		}
+	}()
+	p.stopAgent = sync.OnceFunc(func() {
+		stopAgent()
+		<-agentDone
+		_ = conn.Close()
+	})
+
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	for range 2 {
+		workers.Go(func() { r.admit(serveCtx, p) })
+	}
+	p.stopServing = sync.OnceFunc(func() {
+		stopServing()
+		workers.Wait()
+	})
+	return p
+}
+
+// admit sends admission requests to p's engine until ctx ends, a little
+// apart so that the agents keep their share of the two cores, and records
+// every one that is admitted.
+func (r *run) admit(ctx context.Context, p *pod) {
+	var admitted []Admission
+	denied := 0
+	for ctx.Err() == nil {
+		b := r.bodies[rand.IntN(len(r.bodies))]
+		start := r.since()
+		res, err := p.engine.Admit(ctx, b.body)
+		end := r.since()
+		switch {
+		case errors.Is(err, engine.ErrNotReady), err != nil && ctx.Err() != nil:
+		case err != nil:
+			r.t.Errorf("%s: Admit: %v", p.name, err)
+			return
+		case res.Decision.Allowed:
+			admitted = append(admitted, Admission{
+				Pod: p.name, Cluster: p.uid, Start: start, End: end,
+				Token:  stampedToken(res.Decision.Patch, b.token),
+				Status: res.Fence.Status, Holder: res.Fence.Holder.UID, FenceToken: res.Fence.Token,
+			})
+		default:
+			denied++
+		}
+		time.Sleep(time.Duration(rand.IntN(1500)) * time.Microsecond)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.admissions = append(p.admissions, admitted...)
+	p.denied += denied
+}
+
+// rollout replaces a cluster's pods with pods at a new epoch, as a
+// Deployment rollout does: the new pods start, and once they are ready
+// the old ones terminate, still answering (their agents running) for
+// preStop, then answering from their last fence state for drain.
+func (r *run) rollout(st step) {
+	r.rolling[st.cluster].Lock()
+	defer r.rolling[st.cluster].Unlock()
+	r.event("rollout: %s", st)
+	fresh := make([]*pod, r.sched.replicas)
+	for i := range fresh {
+		fresh[i] = r.startPod(st.cluster, st.epoch)
+	}
+	// Ready: the agents have an answer, or the authority is away and
+	// the rollout goes on regardless after a while.
+	deadline := time.Now().Add(leaseTTL)
+	for _, p := range fresh {
+		for p.agent != nil && p.agent.Status().Reason == fenceagent.ReasonNoAnswerYet && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r.mu.Lock()
+	old := r.serving[st.cluster]
+	r.serving[st.cluster] = fresh
+	r.mu.Unlock()
+	for _, p := range old {
+		r.background.Go(func() {
+			time.Sleep(st.preStop)
+			if p.stopAgent != nil {
+				p.stopAgent()
+			}
+			r.event("%s stopped its agent", p.name)
+			time.Sleep(st.drain)
+			if p.stopServing != nil {
+				p.stopServing()
+			}
+			r.event("%s stopped answering", p.name)
+		})
+	}
+}
+
+// partition cuts one pod's agent off the authority until the partition's
+// length passed or the schedule ends.
+func (r *run) partition(st step) {
+	r.mu.Lock()
+	p := r.serving[st.cluster][st.replica]
+	r.mu.Unlock()
+	if p.proxy == nil {
+		return
+	}
+	p.proxy.Cut(st.mode)
+	r.event("%s is partitioned (%s)", p.name, st.mode)
+	r.background.Go(func() {
+		timer := time.NewTimer(st.length)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-r.ending:
+		}
+		p.proxy.Restore()
+		r.event("%s's partition heals", p.name)
+	})
+}
+
+// stop ends every pod and returns the history.
+func (r *run) stop() History {
+	r.mu.Lock()
+	pods := append([]*pod(nil), r.all...)
+	r.mu.Unlock()
+	h := History{Seed: r.sched.seed}
+	for _, p := range pods {
+		if p.stopServing != nil {
+			p.stopServing()
+		}
+		if p.stopAgent != nil {
+			p.stopAgent()
+		}
+		if p.proxy != nil {
+			p.proxy.Close()
+		}
+		h.Admissions = append(h.Admissions, p.admissions...)
+		h.Denied += p.denied
+	}
+	h.Events = r.events
+	return h
+}
+
+// recorder writes a pod's fence states through and records each change of
+// status, holder or token (not every renewal).
+type recorder struct {
+	run  *run
+	pod  string
+	next fencestate.Writer
+
+	mu   sync.Mutex
+	last fencestate.State
+}
+
+func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
+	err := w.next.WriteFence(ctx, s)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil && s.Status == w.last.Status && s.Holder == w.last.Holder && s.Token == w.last.Token && s.Reason == w.last.Reason {
+		return nil
+	}
+	w.last = s
+	what := fmt.Sprintf("%s wrote %s", w.pod, s.Status)
+	if s.Holder.Name != "" {
+		what += fmt.Sprintf(", holder %s@%d", s.Holder.Name, s.Holder.Epoch)
+	}
+	if s.Status == fencestate.Active {
+		what += fmt.Sprintf(", token %d, valid for %s", s.Token, time.Until(time.Unix(0, s.ValidUntilNS)).Round(time.Millisecond))
+	} else if s.Reason != "" {
+		what += " (" + s.Reason + ")"
+	}
+	if err != nil {
+		what += fmt.Sprintf(": %v", err)
+	}
+	w.run.event("%s", what)
+	return err
+}

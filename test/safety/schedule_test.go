@@ -1,0 +1,152 @@
+package safety
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/tcpproxy"
+)
+
+// Timing of a history: a short lease and short intervals, so that the
+// fence can change hands several times in a few seconds.
+const (
+	leaseTTL        = 2 * time.Second
+	declareInterval = 400 * time.Millisecond
+	declareTimeout  = 300 * time.Millisecond
+	leaseMargin     = 300 * time.Millisecond
+	// chaos is the span over which a schedule's steps are spread; a
+	// history ends shortly after its last step.
+	chaos = 3 * time.Second
+	// tail lets the last steps play out before everything stops.
+	tail = 400 * time.Millisecond
+)
+
+// clusterNames are the clusters of every history.
+var clusterNames = []string{"east", "west", "north"}
+
+// stepKind is what a step of a schedule does.
+type stepKind int
+
+const (
+	// raise rolls a cluster out with a new epoch.
+	raise stepKind = iota + 1
+	// partition cuts one agent from the authority for a while.
+	partition
+	// restart restarts the authority on the same address and data.
+	restart
+)
+
+// step is one thing a schedule does at its time.
+type step struct {
+	at   time.Duration
+	kind stepKind
+	// cluster is the cluster raised or partitioned (an index of
+	// clusterNames), replica the pod slot partitioned.
+	cluster, replica int
+	// epoch is the raised epoch.
+	epoch uint64
+	// preStop is how long the replaced pods go on with their agents after
+	// the new pods are up, drain how long they answer admission after
+	// their agents stopped: a rollout's old pods keep serving while they
+	// terminate.
+	preStop, drain time.Duration
+	// mode and length describe a partition.
+	mode   tcpproxy.Mode
+	length time.Duration
+}
+
+func (s step) String() string {
+	name := clusterNames[s.cluster]
+	switch s.kind {
+	case raise:
+		return fmt.Sprintf("raise %s to epoch %d (old pods: preStop %s, drain %s)", name, s.epoch, s.preStop, s.drain)
+	case partition:
+		return fmt.Sprintf("partition %s replica %d (%s) for %s", name, s.replica, s.mode, s.length)
+	default:
+		return "restart the authority"
+	}
+}
+
+// schedule is a history's plan, all drawn from its seed: the same seed
+// plans the same history (the machine's timing still varies).
+type schedule struct {
+	seed uint64
+	// replicas is the number of pods per cluster.
+	replicas int
+	// epochs are the clusters' first epochs.
+	epochs []uint64
+	// uids are the clusters' kube-system UIDs.
+	uids  []string
+	steps []step
+}
+
+// plan draws a schedule of clusters with the given number of replicas
+// from seed.
+func plan(seed uint64, replicas int) schedule {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	s := schedule{seed: seed, replicas: replicas}
+	highest := uint64(0)
+	for _, name := range clusterNames {
+		epoch := 1 + rng.Uint64N(2)
+		s.epochs = append(s.epochs, epoch)
+		s.uids = append(s.uids, fmt.Sprintf("%s-%08x-%04x", name, rng.Uint32(), rng.Uint32N(1<<16)))
+		highest = max(highest, epoch)
+	}
+	epochs := append([]uint64(nil), s.epochs...)
+	at := time.Duration(0)
+	for {
+		at += 250*time.Millisecond + upTo(rng, 650*time.Millisecond)
+		if at > chaos {
+			break
+		}
+		st := step{at: at, cluster: rng.IntN(len(clusterNames))}
+		switch p := rng.IntN(10); {
+		case p < 5:
+			st.kind = raise
+			if rng.IntN(4) > 0 {
+				// A failover: above every epoch declared so far.
+				highest++
+				epochs[st.cluster] = highest
+			} else {
+				// A raise that may stay below the holder's.
+				epochs[st.cluster]++
+				highest = max(highest, epochs[st.cluster])
+			}
+			st.epoch = epochs[st.cluster]
+			st.preStop = upTo(rng, 600*time.Millisecond)
+			st.drain = upTo(rng, 300*time.Millisecond)
+		case p < 8:
+			st.kind = partition
+			st.replica = rng.IntN(s.replicas)
+			st.mode = tcpproxy.Drop
+			if rng.IntN(2) == 0 {
+				st.mode = tcpproxy.Stall
+			}
+			// Sometimes shorter than a lease, sometimes longer.
+			st.length = 200*time.Millisecond + upTo(rng, 2*leaseTTL)
+		default:
+			st.kind = restart
+		}
+		s.steps = append(s.steps, st)
+	}
+	return s
+}
+
+// upTo draws a duration in [0, d).
+func upTo(rng *rand.Rand, d time.Duration) time.Duration {
+	return time.Duration(rng.Int64N(int64(d)))
+}
+
+func (s schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d, %d replica(s) per cluster, first epochs", s.seed, s.replicas)
+	for i, name := range clusterNames {
+		fmt.Fprintf(&b, " %s=%d", name, s.epochs[i])
+	}
+	for _, st := range s.steps {
+		fmt.Fprintf(&b, "\n  at %s: %s", seconds(st.at), st)
+	}
+	return b.String()
+}
