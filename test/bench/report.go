@@ -1,0 +1,343 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The targets fencegate's webhook is held to.
+const (
+	targetThroughputRatio = 3.0
+	targetP99             = time.Millisecond
+	targetRSS             = 64 << 20
+)
+
+// metric is one row of a scenario's table.
+type metric struct {
+	name   string
+	value  func(measurement) float64
+	format func(float64) string
+}
+
+func metrics(o options) []metric {
+	return []metric{
+		{fmt.Sprintf("requests/s at saturation (%d connections)", o.connections), func(m measurement) float64 { return m.Saturation.Throughput() }, formatRate},
+		{fmt.Sprintf("p50 at %s req/s (ms)", thousands(float64(o.rate))), func(m measurement) float64 { return ms(m.Latency.Percentile(0.50)) }, formatMS},
+		{fmt.Sprintf("p90 at %s req/s (ms)", thousands(float64(o.rate))), func(m measurement) float64 { return ms(m.Latency.Percentile(0.90)) }, formatMS},
+		{fmt.Sprintf("p99 at %s req/s (ms)", thousands(float64(o.rate))), func(m measurement) float64 { return ms(m.Latency.Percentile(0.99)) }, formatMS},
+		{"server CPU per request at saturation (µs)", func(m measurement) float64 {
+			return float64(m.Saturation.ServerCPUPerRequest()) / float64(time.Microsecond)
+		}, formatFixed(0)},
+		{"peak RSS (MiB)", func(m measurement) float64 { return float64(m.PeakRSS) / (1 << 20) }, formatFixed(1)},
+	}
+}
+
+// spread is the median and range of a value over rounds.
+type spread struct {
+	med, lo, hi float64
+	n           int
+}
+
+func spreadOf(xs []float64) spread {
+	if len(xs) == 0 {
+		return spread{}
+	}
+	s := slices.Sorted(slices.Values(xs))
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return spread{med: med, lo: s[0], hi: s[len(s)-1], n: len(s)}
+}
+
+func (s spread) format(f func(float64) string) string {
+	if s.n == 0 {
+		return "–"
+	}
+	if s.n == 1 {
+		return f(s.med)
+	}
+	return fmt.Sprintf("%s (%s–%s)", f(s.med), f(s.lo), f(s.hi))
+}
+
+// byRound returns value for each round of a server's scenario.
+func byRound(ms []measurement, server string, sc scenario, value func(measurement) float64) map[int]float64 {
+	out := map[int]float64{}
+	for _, m := range ms {
+		if m.Server == server && m.Scenario == sc {
+			out[m.Round] = value(m)
+		}
+	}
+	return out
+}
+
+// values returns a round map's values in round order.
+func values(byRound map[int]float64) []float64 {
+	rounds := slices.Sorted(mapKeys(byRound))
+	out := make([]float64, 0, len(rounds))
+	for _, r := range rounds {
+		out = append(out, byRound[r])
+	}
+	return out
+}
+
+// ratios divides a by b round by round, over the rounds both have.
+func ratios(a, b map[int]float64) []float64 {
+	var out []float64
+	for _, r := range slices.Sorted(mapKeys(a)) {
+		if d, ok := b[r]; ok && d != 0 {
+			out = append(out, a[r]/d)
+		}
+	}
+	return out
+}
+
+func mapKeys(m map[int]float64) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// report prints the tables, writes them to a file under o.out, and fails if
+// any answer was failed or wrong: such figures are not valid.
+func report(o options, res results, out io.Writer, say func(string, ...any)) error {
+	text := render(o, res)
+	if _, err := io.WriteString(out, text); err != nil {
+		return fmt.Errorf("print the report: %w", err)
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("report directory: %w", err)
+	}
+	path := filepath.Join(o.out, "bench-"+res.Env.Started.Format("20060102-150405")+".md")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	say("report written to %s", path)
+	failed, wrong, requests := totals(res)
+	if failed+wrong > 0 {
+		return fmt.Errorf("%d of %d requests failed and %d were answered wrongly: the figures are not valid (see the report)", failed, requests, wrong)
+	}
+	return nil
+}
+
+// totals counts the failed and wrong answers of every run.
+func totals(res results) (failed, wrong, requests int) {
+	for _, m := range res.Measurements {
+		f, w, n, _ := m.problems()
+		failed, wrong, requests = failed+f, wrong+w, requests+n
+	}
+	for _, c := range res.Churn {
+		failed, wrong, requests = failed+c.Result.Failed, wrong+c.Result.Wrong, requests+c.Result.Requests
+	}
+	return failed, wrong, requests
+}
+
+// render formats the report as Markdown.
+func render(o options, res results) string {
+	var b strings.Builder
+	env := res.Env
+	fmt.Fprintf(&b, "# fencegate's admission webhook and OPA's server, side by side\n\n")
+	fmt.Fprintf(&b, "%s · commit %s · %s × %d cores · %s · OPA %s\n\n",
+		env.Started.Format(time.RFC3339), orUnknown(env.Commit), env.CPU, env.Cores, env.GoVersion, orUnknown(env.OPAVersion))
+	var foreign, stack []float64
+	for _, m := range res.Measurements {
+		foreign, stack = append(foreign, m.foreignCores()), append(stack, m.stackCores())
+	}
+	fmt.Fprintf(&b, "Load average (1 min) %.2f before, %.2f after. During the runs, processes outside the benchmark kept %s cores busy, the idle parts of the stack (the other servers, control planes, authority) %s (median, min–max); runs with more than %.2f foreign cores were measured again, up to %d times.\n\n",
+		env.LoadBefore, env.LoadAfter, spreadOf(foreign).format(formatFixed(2)), spreadOf(stack).format(formatFixed(2)), o.maxForeign, o.retries)
+	fmt.Fprintf(&b, "Both servers serve TLS (ECDSA P-256 certificates, TLS 1.3) and are sent the same %d AdmissionReviews of Components in turn, half CREATE (%.1f KB) and half UPDATE with the old object (%.1f KB), by the same load generator (vegeta's library, HTTP/1.1, in this process on the same cores). ",
+		env.Reviews, float64(env.CreateBytes)/1000, float64(env.UpdateBytes)/1000)
+	readOpt := ""
+	if env.OPAReadOptimizedArg {
+		readOpt = ", --optimize-store-for-read-speed"
+	}
+	fmt.Fprintf(&b, "fencegate is `fencegate run` as deployed (agent, controller, decision log on); OPA is `opa run --server --log-level error --skip-version-check%s` (no decision logs) with the shipped policies and the tutorial's `system.main` envelope. ", readOpt)
+	fmt.Fprintf(&b, "Every answer of every run, warm-ups included, is checked against a plain evaluation of the shipped policies.\n\n")
+	fmt.Fprintf(&b, "%d rounds, the servers alternating (fencegate first in odd rounds). Saturation: %d kept-alive connections, %s per run; latency: %s req/s for %s; %s warm-up before each. Cells: median (min–max) over rounds; the ratio is fencegate / OPA, round by round (higher is better for requests/s, lower for the rest).\n\n",
+		o.rounds, o.connections, o.saturation, thousands(float64(o.rate)), o.latency, o.warmup)
+
+	for _, sc := range scenarios {
+		fmt.Fprintf(&b, "## %s\n\n", scenarioTitle(sc))
+		fmt.Fprintf(&b, "| | fencegate | OPA server | fencegate / OPA |\n|---|---:|---:|---:|\n")
+		for _, mt := range metrics(o) {
+			fg := byRound(res.Measurements, fencegateServer, sc, mt.value)
+			opa := byRound(res.Measurements, opaServerName, sc, mt.value)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mt.name,
+				spreadOf(values(fg)).format(mt.format), spreadOf(values(opa)).format(mt.format),
+				spreadOf(ratios(fg, opa)).format(formatRatio))
+		}
+		fmt.Fprintf(&b, "| failed / wrong answers of all requests | %s | %s | |\n\n",
+			problemCell(res.Measurements, fencegateServer, sc), problemCell(res.Measurements, opaServerName, sc))
+	}
+
+	if len(res.Churn) > 0 {
+		fmt.Fprintf(&b, "## Connection churn: validate, active, a new TLS connection per request at %s req/s for %s\n\n", thousands(float64(o.churnRate)), o.churn)
+		fmt.Fprintf(&b, "| | fencegate | OPA server | fencegate / OPA |\n|---|---:|---:|---:|\n")
+		for _, row := range []struct {
+			name   string
+			value  func(loadResult) float64
+			format func(float64) string
+		}{
+			{"requests/s answered", loadResult.Throughput, formatRate},
+			{"p50 (ms)", func(r loadResult) float64 { return ms(r.Percentile(0.5)) }, formatMS},
+			{"p90 (ms)", func(r loadResult) float64 { return ms(r.Percentile(0.9)) }, formatMS},
+			{"p99 (ms)", func(r loadResult) float64 { return ms(r.Percentile(0.99)) }, formatMS},
+			{"server CPU per request (µs)", func(r loadResult) float64 { return float64(r.ServerCPUPerRequest()) / float64(time.Microsecond) }, formatFixed(0)},
+		} {
+			fg, opa := map[int]float64{}, map[int]float64{}
+			for _, c := range res.Churn {
+				if c.Server == fencegateServer {
+					fg[c.Round] = row.value(c.Result)
+				} else {
+					opa[c.Round] = row.value(c.Result)
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.name, spreadOf(values(fg)).format(row.format),
+				spreadOf(values(opa)).format(row.format), spreadOf(ratios(fg, opa)).format(formatRatio))
+		}
+		fcell, ocell := churnProblems(res.Churn, fencegateServer), churnProblems(res.Churn, opaServerName)
+		fmt.Fprintf(&b, "| failed / wrong answers of all requests | %s | %s | |\n\n", fcell, ocell)
+	}
+
+	renderTargets(&b, res)
+	renderRuns(&b, o, res)
+	return b.String()
+}
+
+// renderTargets says whether fencegate meets its targets.
+func renderTargets(b *strings.Builder, res results) {
+	fmt.Fprintf(b, "## Targets (fencegate over TLS)\n\n| target | measured | |\n|---|---|---|\n")
+	worstRatio, worstRatioAt, lowestRound := 0.0, "", 0.0
+	worstP99, worstP99At, highestRound := 0.0, "", 0.0
+	var peak float64
+	for i, sc := range scenarios {
+		thr := func(m measurement) float64 { return m.Saturation.Throughput() }
+		r := spreadOf(ratios(byRound(res.Measurements, fencegateServer, sc, thr), byRound(res.Measurements, opaServerName, sc, thr)))
+		if i == 0 || r.med < worstRatio {
+			worstRatio, worstRatioAt = r.med, sc.String()
+		}
+		if i == 0 || r.lo < lowestRound {
+			lowestRound = r.lo
+		}
+		p := spreadOf(values(byRound(res.Measurements, fencegateServer, sc, func(m measurement) float64 { return ms(m.Latency.Percentile(0.99)) })))
+		if p.med > worstP99 {
+			worstP99, worstP99At = p.med, sc.String()
+		}
+		highestRound = max(highestRound, p.hi)
+		for _, v := range byRound(res.Measurements, fencegateServer, sc, func(m measurement) float64 { return float64(m.PeakRSS) }) {
+			peak = max(peak, v)
+		}
+	}
+	fmt.Fprintf(b, "| ≥ %.0f× OPA server's requests/s at saturation | %s in the weakest scenario (%s); lowest single round %s | %s |\n",
+		targetThroughputRatio, formatRatio(worstRatio), worstRatioAt, formatRatio(lowestRound), verdict(worstRatio >= targetThroughputRatio))
+	fmt.Fprintf(b, "| p99 ≤ %s at the fixed rate | %s ms in the slowest scenario (%s); highest single round %s ms | %s |\n",
+		targetP99, formatMS(worstP99), worstP99At, formatMS(highestRound), verdict(worstP99 <= ms(targetP99)))
+	fmt.Fprintf(b, "| peak RSS ≤ %d MiB | %.1f MiB | %s |\n\n", targetRSS>>20, peak/(1<<20), verdict(peak <= targetRSS))
+}
+
+// renderRuns lists every run.
+func renderRuns(b *strings.Builder, o options, res results) {
+	fmt.Fprintf(b, "## Every run\n\n| round | server | scenario | req/s | p50 ms | p90 ms | p99 ms | fixed rate kept | CPU µs/req | RSS MiB | foreign cores | stack cores | attempts | failed/wrong/requests |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, m := range res.Measurements {
+		f, w, n, first := m.problems()
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %.0f%% | %.0f | %.1f | %.2f | %.2f | %d | %d/%d/%d |\n",
+			m.Round, m.Server, m.Scenario, formatRate(m.Saturation.Throughput()),
+			formatMS(ms(m.Latency.Percentile(0.5))), formatMS(ms(m.Latency.Percentile(0.9))), formatMS(ms(m.Latency.Percentile(0.99))),
+			100*m.Latency.Throughput()/float64(o.rate), float64(m.Saturation.ServerCPUPerRequest())/float64(time.Microsecond),
+			float64(m.PeakRSS)/(1<<20), m.foreignCores(), m.stackCores(), m.Attempts, f, w, n)
+		if first != "" {
+			fmt.Fprintf(b, "|  | first problem | %s | | | | | | | | | | | |\n", strings.ReplaceAll(first, "|", "\\|"))
+		}
+	}
+	b.WriteString("\n")
+}
+
+func scenarioTitle(sc scenario) string {
+	switch sc {
+	case scenario{validate, stateActive}:
+		return "validate, active: the fence holder allows"
+	case scenario{validate, stateFenced}:
+		return "validate, fenced: a fenced cluster denies, naming the holder"
+	case scenario{mutate, stateActive}:
+		return "mutate, active: the fence holder stamps epoch and token (JSONPatch)"
+	default:
+		return "mutate, fenced: a fenced cluster patches nothing"
+	}
+}
+
+func problemCell(ms []measurement, server string, sc scenario) string {
+	var failed, wrong, requests int
+	for _, m := range ms {
+		if m.Server == server && m.Scenario == sc {
+			f, w, n, _ := m.problems()
+			failed, wrong, requests = failed+f, wrong+w, requests+n
+		}
+	}
+	return fmt.Sprintf("%d / %d of %s", failed, wrong, thousands(float64(requests)))
+}
+
+func churnProblems(runs []churnRun, server string) string {
+	var failed, wrong, requests int
+	for _, c := range runs {
+		if c.Server == server {
+			failed, wrong, requests = failed+c.Result.Failed, wrong+c.Result.Wrong, requests+c.Result.Requests
+		}
+	}
+	return fmt.Sprintf("%d / %d of %s", failed, wrong, thousands(float64(requests)))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func formatRate(v float64) string { return thousands(v) }
+
+func formatMS(v float64) string {
+	if v < 1 {
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func formatRatio(v float64) string { return fmt.Sprintf("%.2f×", v) }
+
+func formatFixed(decimals int) func(float64) string {
+	return func(v float64) string { return fmt.Sprintf("%.*f", decimals, v) }
+}
+
+// thousands rounds v and groups its digits by thousands: 12,345.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
