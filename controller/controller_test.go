@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +56,9 @@ var (
 	fenced = fencestate.State{Status: fencestate.Fenced, Cluster: fencestate.Cluster{Name: "east", Epoch: 7}, Holder: fencestate.Cluster{Name: "west", Epoch: 8}, Token: 11}
 )
 
+// eventBurst is the Event budget of the controllers under test.
+const eventBurst = 5
+
 type harness struct {
 	cp       *cluster.ControlPlane
 	policy   *switchablePolicy
@@ -80,6 +84,8 @@ func start(t testing.TB, initial fencestate.State) *harness {
 	}
 	if _, err := controller.SetupWithManager(mgr, controller.Options{
 		Policy: h.policy, FenceChanges: h.changes, Registerer: h.registry,
+		// A budget of a few Events that never refills within the test.
+		EventBurst: eventBurst, EventsPerSecond: 1e-6,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +178,30 @@ func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
 	if got := gauge(t, h.registry, "fencegate_components_held"); got != n {
 		t.Errorf("fencegate_components_held = %v, want %d", got, n)
 	}
+
+	t.Run("events are recorded within a budget shared by all components", func(t *testing.T) {
+		var events eventsv1.EventList
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			if err := h.cp.Client.List(ctx, &events, client.InNamespace("default")); err != nil {
+				return false, err
+			}
+			return len(events.Items) >= eventBurst, nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for %d events: %v", eventBurst, err)
+		}
+		for _, e := range events.Items {
+			if e.Reason != fencegatev1alpha1.ReasonClusterFenced || e.Regarding.Kind != "Component" || e.Type != "Warning" {
+				t.Errorf("event %s: reason %q type %q regarding %s, want a ClusterFenced warning on a Component", e.Name, e.Reason, e.Type, e.Regarding.Kind)
+			}
+		}
+		if len(events.Items) != eventBurst {
+			t.Errorf("%d events recorded for %d components, want the budget of %d", len(events.Items), n, eventBurst)
+		}
+		if got := counter(t, h.registry, "fencegate_controller_events_dropped_total"); got != n-eventBurst {
+			t.Errorf("fencegate_controller_events_dropped_total = %v, want %d", got, n-eventBurst)
+		}
+	})
 
 	t.Run("no writes while nothing changes", func(t *testing.T) {
 		versions := map[string]string{}

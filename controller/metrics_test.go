@@ -34,6 +34,16 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return metrics[0].GetGauge().GetValue()
 }
 
+// counter is the value of an unlabelled counter.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	metrics := find(t, reg, name)
+	if len(metrics) != 1 {
+		t.Fatalf("metric %s: found %d series, want 1", name, len(metrics))
+	}
+	return metrics[0].GetCounter().GetValue()
+}
+
 // reconciles is the number of reconciles so far, whatever their result.
 func reconciles(t *testing.T, reg *prometheus.Registry) float64 {
 	var total float64
