@@ -44,12 +44,12 @@ func holderChanged(a, b *Holder) bool {
 	if a == nil || b == nil {
 		return a != b
 	}
-	return a.Identity() != b.Identity() || a.Token != b.Token
+	return a.Identity != b.Identity || a.Token != b.Token
 }
 
 func pendingChanged(a, b *Pending) bool {
 	if a == nil || b == nil {
 		return a != b
 	}
-	return a.Identity() != b.Identity() || a.Epoch != b.Epoch
+	return a.Identity != b.Identity || a.Epoch != b.Epoch
 }

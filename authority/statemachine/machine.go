@@ -157,7 +157,7 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		if pending != nil && pending.Is(d.Cluster) {
 			requested = pending.RequestedAt
 		}
-		next.Pending = &Pending{Name: d.Cluster.Name, UID: d.Cluster.UID, Epoch: d.Epoch, RequestedAt: requested}
+		next.Pending = &Pending{Identity: d.Cluster, Epoch: d.Epoch, RequestedAt: requested}
 	}
 	return Result{State: next, Answer: answer, Events: Changes(s, next)}, nil
 }
@@ -166,8 +166,7 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 // store commits the grant.
 func (m Machine) grant(s *State, d Declaration, at UnixNano) {
 	s.Holder = &Holder{
-		Name:           d.Cluster.Name,
-		UID:            d.Cluster.UID,
+		Identity:       d.Cluster,
 		Epoch:          d.Epoch,
 		AcquiredAt:     at,
 		LeaseExpiresAt: at.Add(m.LeaseTTL),

@@ -24,13 +24,13 @@ func at(d time.Duration) UnixNano { return At(t0.Add(d)) }
 // holding is a holder granted at t0 with token 10, renewed last at
 // renewedAt (its lease ends ttl later).
 func holding(c Identity, epoch uint64, renewedAt time.Duration) *Holder {
-	return &Holder{Name: c.Name, UID: c.UID, Epoch: epoch, AcquiredAt: at(0), LeaseExpiresAt: at(renewedAt + ttl), Token: 10}
+	return &Holder{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, AcquiredAt: at(0), LeaseExpiresAt: at(renewedAt + ttl), Token: 10}
 }
 
 func released(h *Holder) *Holder { h.Released = true; return h }
 
 func pendingAt(c Identity, epoch uint64, requestedAt time.Duration) *Pending {
-	return &Pending{Name: c.Name, UID: c.UID, Epoch: epoch, RequestedAt: at(requestedAt)}
+	return &Pending{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, RequestedAt: at(requestedAt)}
 }
 
 // seen records clusters as having declared their epoch at t0.
@@ -76,7 +76,7 @@ func TestDeclare(t *testing.T) {
 		"1: epoch 0":                   {decl: declare(east, 0), wantErrField: "epoch"},
 		"1: domain not a DNS label":    {decl: Declaration{Domain: "Prod.Fence", Cluster: east, Epoch: 1}, wantErrField: "domain"},
 		"1: domain with an underscore": {decl: Declaration{Domain: "a_b", Cluster: east, Epoch: 1}, wantErrField: "domain"},
-		"1: named domain is accepted":  {decl: Declaration{Domain: "payments", Cluster: east, Epoch: 1}, want: Answer{Outcome: Granted, Grant: GrantFirst}, wantHolder: &Holder{Name: "east", UID: "uid-east", Epoch: 1, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)}, wantEvents: []EventType{HolderChanged}},
+		"1: named domain is accepted":  {decl: Declaration{Domain: "payments", Cluster: east, Epoch: 1}, want: Answer{Outcome: Granted, Grant: GrantFirst}, wantHolder: &Holder{Identity: Identity{Name: "east", UID: "uid-east"}, Epoch: 1, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)}, wantEvents: []EventType{HolderChanged}},
 
 		// Case 2: the cluster once declared a higher epoch.
 		"2: regressed below its highest epoch": {
@@ -108,7 +108,7 @@ func TestDeclare(t *testing.T) {
 			decl:        declare(east, 3),
 			now:         time.Second,
 			want:        Answer{Outcome: Granted, Grant: GrantFirst},
-			wantHolder:  &Holder{Name: "east", UID: "uid-east", Epoch: 3, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
+			wantHolder:  &Holder{Identity: Identity{Name: "east", UID: "uid-east"}, Epoch: 3, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
 			wantEvents:  []EventType{HolderChanged},
 			wantCluster: &Cluster{Name: "east", HighestEpoch: 3, LastEpoch: 3, LastDeclaredAt: at(time.Second)},
 		},
@@ -116,7 +116,7 @@ func TestDeclare(t *testing.T) {
 			state:      State{Clusters: seen(map[Identity]uint64{east: 2})},
 			decl:       declare(east, 2),
 			want:       Answer{Outcome: Granted, Grant: GrantFirst, HighestEpoch: 2},
-			wantHolder: &Holder{Name: "east", UID: "uid-east", Epoch: 2, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)},
+			wantHolder: &Holder{Identity: Identity{Name: "east", UID: "uid-east"}, Epoch: 2, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)},
 			wantEvents: []EventType{HolderChanged},
 		},
 
@@ -273,7 +273,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        time.Second,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterRelease, Previous: released(holding(east, 3, 0)), HighestEpoch: 5},
-			wantHolder: &Holder{Name: "west", UID: "uid-west", Epoch: 5, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
+			wantHolder: &Holder{Identity: Identity{Name: "west", UID: "uid-west"}, Epoch: 5, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: the holder's lease ended exactly now: granted": {
@@ -281,7 +281,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        ttl,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0), HighestEpoch: 5},
-			wantHolder: &Holder{Name: "west", UID: "uid-west", Epoch: 5, AcquiredAt: at(ttl), LeaseExpiresAt: at(2 * ttl)},
+			wantHolder: &Holder{Identity: Identity{Name: "west", UID: "uid-west"}, Epoch: 5, AcquiredAt: at(ttl), LeaseExpiresAt: at(2 * ttl)},
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: lease ended without a pending takeover: granted": {
@@ -289,7 +289,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 4),
 			now:        time.Minute,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
-			wantHolder: &Holder{Name: "west", UID: "uid-west", Epoch: 4, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
+			wantHolder: &Holder{Identity: Identity{Name: "west", UID: "uid-west"}, Epoch: 4, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
 			wantEvents: []EventType{HolderChanged},
 		},
 		"6: a higher third cluster wins over a lower pending one once the lease ended": {
@@ -297,7 +297,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(north, 6),
 			now:        time.Minute,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
-			wantHolder: &Holder{Name: "north", UID: "uid-north", Epoch: 6, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
+			wantHolder: &Holder{Identity: Identity{Name: "north", UID: "uid-north"}, Epoch: 6, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 	}

@@ -40,10 +40,9 @@ type State struct {
 
 // Holder is the cluster that holds the fence.
 type Holder struct {
-	// Name and UID identify the cluster; a declaration comes from the holder
-	// only when both match.
-	Name string `json:"name"`
-	UID  string `json:"uid"`
+	// Identity names the cluster; a declaration comes from the holder only
+	// when both its name and UID match.
+	Identity
 	// Epoch is the epoch of the holder's last accepted declaration.
 	Epoch uint64 `json:"epoch"`
 	// AcquiredAt is when the fence was granted to this holder.
@@ -61,28 +60,15 @@ type Holder struct {
 	Token uint64 `json:"-"`
 }
 
-// Is reports whether c names this holder.
-func (h *Holder) Is(c Identity) bool { return h.UID == c.UID && h.Name == c.Name }
-
-// Identity returns the holder's name and UID.
-func (h *Holder) Identity() Identity { return Identity{Name: h.Name, UID: h.UID} }
-
 // Pending is a cluster waiting to take the fence over.
 type Pending struct {
-	// Name and UID identify the cluster taking over.
-	Name string `json:"name"`
-	UID  string `json:"uid"`
+	// Identity names the cluster taking over.
+	Identity
 	// Epoch is the epoch it declared.
 	Epoch uint64 `json:"epoch"`
 	// RequestedAt is when it first asked for the takeover.
 	RequestedAt UnixNano `json:"requested_at_ns"`
 }
-
-// Is reports whether c names the pending cluster.
-func (p *Pending) Is(c Identity) bool { return p.UID == c.UID && p.Name == c.Name }
-
-// Identity returns the pending cluster's name and UID.
-func (p *Pending) Identity() Identity { return Identity{Name: p.Name, UID: p.UID} }
 
 // Cluster is what the authority remembers of a cluster that declared.
 type Cluster struct {
@@ -100,9 +86,12 @@ type Cluster struct {
 // Identity names a cluster: its name (a DNS label) and the UID of its
 // kube-system Namespace.
 type Identity struct {
-	Name string
-	UID  string
+	Name string `json:"name"`
+	UID  string `json:"uid"`
 }
+
+// Is reports whether c names the same cluster: both name and UID match.
+func (i Identity) Is(c Identity) bool { return i == c }
 
 // Clone returns a deep copy, so a caller may keep s while the machine
 // builds the next state.
