@@ -226,7 +226,7 @@ late if time.now_ns() > 0
 					opts.ConfigFile = writeTemp(t, "config.json", config)
 				}
 				if policy == "custom" {
-					dir := copyPolicies(t)
+					dir := enginetest.CopyPolicies(t)
 					for name, src := range custom {
 						writeFile(t, dir+"/"+name, src)
 					}

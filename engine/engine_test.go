@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
-	"github.com/fencegate/fencegate/policies"
 )
 
 // Fence states of the tests: east@7 holds the fence; west@3 is fenced.
@@ -39,28 +37,6 @@ func writeFence(t testing.TB, e *engine.Engine, state fencestate.State) {
 	if err := e.WriteFence(context.Background(), state); err != nil {
 		t.Fatalf("WriteFence: %v", err)
 	}
-}
-
-// copyPolicies writes the shipped policies (without their tests) into a new
-// directory and returns it.
-func copyPolicies(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	names, err := fs.Glob(policies.FS, "*.rego")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.rego") {
-			continue
-		}
-		src, err := fs.ReadFile(policies.FS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, name), string(src))
-	}
-	return dir
 }
 
 // writeFile replaces a file atomically (through a hidden temporary file, as
@@ -114,7 +90,7 @@ func TestReadyAndFence(t *testing.T) {
 func TestNewErrors(t *testing.T) {
 	dir := func(files map[string]string) func(t *testing.T) string {
 		return func(t *testing.T) string {
-			d := copyPolicies(t)
+			d := enginetest.CopyPolicies(t)
 			for name, content := range files {
 				writeFile(t, filepath.Join(d, name), content)
 			}

@@ -80,7 +80,7 @@ func (l *syncLog) contains(s string) bool {
 }
 
 func TestHotReload(t *testing.T) {
-	dir := copyPolicies(t)
+	dir := enginetest.CopyPolicies(t)
 	settingsFile := filepath.Join(dir, "settings.rego")
 	original, err := os.ReadFile(settingsFile)
 	if err != nil {
@@ -161,7 +161,7 @@ func TestHotReload(t *testing.T) {
 // updates a ConfigMap volume: the files are symbolic links through ..data,
 // which is swapped atomically to a new directory.
 func TestConfigMapUpdate(t *testing.T) {
-	src := copyPolicies(t)
+	src := enginetest.CopyPolicies(t)
 	dir := t.TempDir()
 	version := func(name string, edit func(file, content string) string) {
 		t.Helper()
@@ -244,7 +244,7 @@ func TestConfigReload(t *testing.T) {
 // policies reload: every decision must be the one its reported fence state
 // calls for, never a mix of two states.
 func TestDecisionsDuringWrites(t *testing.T) {
-	dir := copyPolicies(t)
+	dir := enginetest.CopyPolicies(t)
 	e := newEngine(t, engine.Options{PolicyDir: dir})
 	writeFence(t, e, westFenced)
 	body := enginetest.Review(t, engine.ReviewRequest{Operation: "CREATE", Object: enginetest.Component("billing", "default", nil)})

@@ -3,11 +3,41 @@ package enginetest
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/policies"
 )
+
+// CopyPolicies writes the shipped policies, without their Rego tests, into a
+// new temporary directory and returns it: a policy directory for tests to
+// edit, as an operator edits the chart's ConfigMap.
+func CopyPolicies(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	names, err := fs.Glob(policies.FS, "*.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.rego") {
+			continue
+		}
+		src, err := fs.ReadFile(policies.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), src, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
 
 // Token is the fencing token of the states Fence builds.
 const Token = 1042

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/engine"
-	"github.com/fencegate/fencegate/policies"
+	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/webhook"
 )
 
@@ -21,21 +20,7 @@ import (
 func TestPolicyHotReload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	names, err := fs.Glob(policies.FS, "*.rego")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.rego") {
-			continue
-		}
-		src, err := fs.ReadFile(policies.FS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		replaceFile(t, filepath.Join(dir, name), src)
-	}
+	dir := enginetest.CopyPolicies(t)
 	env := startAdmission(ctx, t, engine.Options{PolicyDir: dir, ReloadDelay: 50 * time.Millisecond}, westFenced)
 
 	applyStderr := func() string {
