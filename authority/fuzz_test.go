@@ -1,0 +1,156 @@
+package authority_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr/funcr"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/authority"
+	"github.com/fencegate/fencegate/authority/etcdbackend"
+)
+
+// fuzzLease is the lease of the fuzzed authority: long, so that holders
+// stay put while the fuzzer runs and refusals are exercised.
+const fuzzLease = time.Minute
+
+// normalized is the domain a request means.
+func normalized(domain string) string {
+	if domain == "" {
+		return "default"
+	}
+	return domain
+}
+
+// checkProtocolError checks that an error is one the protocol defines: a bad
+// argument that names its field, or a refusal with its ErrorInfo.
+func checkProtocolError(t *testing.T, call, domain string, err error) {
+	t.Helper()
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.InvalidArgument:
+		var fields []string
+		for _, d := range st.Details() {
+			if br, ok := d.(*errdetails.BadRequest); ok {
+				for _, v := range br.GetFieldViolations() {
+					fields = append(fields, v.GetField())
+				}
+			}
+		}
+		if len(fields) != 1 || !slices.Contains([]string{"domain", "cluster_name", "cluster_uid", "epoch"}, fields[0]) || !strings.HasPrefix(st.Message(), fields[0]+": ") {
+			t.Fatalf("%s: InvalidArgument %q with field violations %v: want one that names the field", call, st.Message(), fields)
+		}
+	case codes.FailedPrecondition:
+		info := errorInfo(err)
+		if info == nil || info.GetDomain() != authority.ErrorDomain || info.GetMetadata()[authority.MetadataDomain] != normalized(domain) ||
+			!slices.Contains([]string{authority.ReasonClusterFenced, authority.ReasonEpochRegressed, authority.ReasonAcquiring}, info.GetReason()) {
+			t.Fatalf("%s: FailedPrecondition %q with ErrorInfo %v", call, st.Message(), info)
+		}
+	default:
+		t.Fatalf("%s: %v: want OK, InvalidArgument or FailedPrecondition", call, err)
+	}
+}
+
+// FuzzRPCs sends arbitrary requests to every RPC of a real authority (gRPC
+// on loopback, embedded etcd). Each answer is OK or a refusal the protocol
+// defines, never another error; and after every call the domain's fence
+// keeps its invariants: the token and every cluster's highest epoch never
+// fall, and a pending takeover is by another cluster at a higher epoch
+// than the holder's.
+func FuzzRPCs(f *testing.F) {
+	f.Add(uint8(0), "", "east", "uid-east", uint64(1))
+	f.Add(uint8(0), "", "west", "uid-west", uint64(2))
+	f.Add(uint8(0), "", "east", "uid-east", uint64(1))
+	f.Add(uint8(1), "", "", "uid-east", uint64(1))
+	f.Add(uint8(2), "payments", "", "", uint64(0))
+	f.Add(uint8(3), "", "", "", uint64(0))
+	f.Add(uint8(0), "Bad_Domain", "east", "uid east", uint64(0))
+	f.Add(uint8(1), "", "", strings.Repeat("u", 200), uint64(7))
+	// Nothing may log through f while fuzzing (testr would call f.Helper
+	// from inside the fuzz target): etcd and the authority log nowhere.
+	quiet := funcr.New(func(string, string) {}, funcr.Options{})
+	starting, started := context.WithTimeout(context.Background(), 30*time.Second)
+	defer started()
+	etcd, err := etcdbackend.StartEmbedded(starting, etcdbackend.EmbeddedOptions{Dir: f.TempDir(), Logger: quiet})
+	if err != nil {
+		f.Fatalf("start embedded etcd: %v", err)
+	}
+	f.Cleanup(etcd.Close)
+	client := serve(f, etcd.Client(), authority.Options{LeaseTTL: fuzzLease, Logger: quiet})
+	// What earlier calls showed of each domain: the highest token and the
+	// clusters' highest epochs.
+	tokens := map[string]uint64{}
+	highest := map[string]uint64{}
+	f.Fuzz(func(t *testing.T, op uint8, domain, name, uid string, epoch uint64) {
+		if !utf8.ValidString(domain + name + uid) {
+			return // proto3 strings are UTF-8; the client cannot send these
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		switch op % 4 {
+		case 0:
+			var resp *fencev1.DeclareClusterEpochResponse
+			resp, err = client.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{Domain: domain, ClusterName: name, ClusterUid: uid, Epoch: epoch})
+			if err == nil {
+				h := resp.GetHolder()
+				if h.GetClusterUid() != uid || h.GetClusterName() != name || h.GetEpoch() != epoch || resp.GetToken() == 0 || resp.GetLeaseTtl().AsDuration() != fuzzLease {
+					t.Fatalf("declared %s/%s@%d, answered %v", name, uid, epoch, resp)
+				}
+			}
+		case 1:
+			var resp *fencev1.ReleaseFenceResponse
+			resp, err = client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: domain, ClusterUid: uid, Epoch: epoch})
+			if h := resp.GetFence().GetHolder(); err == nil && (h.GetClusterUid() != uid || !h.GetReleased() || epoch < h.GetEpoch()) {
+				t.Fatalf("released as %s@%d, answered %v", uid, epoch, resp)
+			}
+		case 2:
+			_, err = client.GetFence(ctx, &fencev1.GetFenceRequest{Domain: domain})
+		default:
+			var stream fencev1.FenceService_WatchFenceClient
+			stream, err = client.WatchFence(ctx, &fencev1.WatchFenceRequest{Domain: domain})
+			if err == nil {
+				var first *fencev1.WatchFenceResponse
+				first, err = stream.Recv()
+				if err == nil && first.GetFence().GetDomain() != normalized(domain) {
+					t.Fatalf("watched domain %q, got %v", domain, first)
+				}
+			}
+		}
+		if err != nil {
+			checkProtocolError(t, "call "+strconv.Itoa(int(op%4)), domain, err)
+			return
+		}
+
+		got, err := client.GetFence(ctx, &fencev1.GetFenceRequest{Domain: domain})
+		if err != nil {
+			t.Fatalf("get the fence of %q after a successful call: %v", domain, err)
+		}
+		fence, key := got.GetFence(), normalized(domain)
+		if token := fence.GetHolder().GetToken(); token < tokens[key] {
+			t.Fatalf("domain %q: token fell from %d to %d", key, tokens[key], token)
+		} else {
+			tokens[key] = token
+		}
+		for _, c := range fence.GetClusters() {
+			k := key + "/" + c.GetClusterUid()
+			if c.GetHighestEpoch() < highest[k] {
+				t.Fatalf("domain %q: the highest epoch of %s fell from %d to %d", key, c.GetClusterUid(), highest[k], c.GetHighestEpoch())
+			}
+			highest[k] = c.GetHighestEpoch()
+		}
+		if p, h := fence.GetPending(), fence.GetHolder(); p != nil && (h == nil || p.GetEpoch() <= h.GetEpoch() ||
+			p.GetClusterUid() == h.GetClusterUid() && p.GetClusterName() == h.GetClusterName()) {
+			t.Fatalf("domain %q: pending takeover %v of holder %v", key, p, h)
+		}
+	})
+}
