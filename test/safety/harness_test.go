@@ -171,7 +171,7 @@ func (r *run) play() History {
 			r.event("the authority is back")
 		}
 	}
-	r.sleepUntil(chaos + tail)
+	r.sleepUntil(r.sched.end)
 	close(r.ending)
 	r.background.Wait()
 	return r.stop()
@@ -362,7 +362,9 @@ func (r *run) stop() History {
 		h.Admissions = append(h.Admissions, p.admissions...)
 		h.Denied += p.denied
 	}
+	r.mu.Lock()
 	h.Events = r.events
+	r.mu.Unlock()
 	return h
 }
 

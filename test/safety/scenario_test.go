@@ -13,13 +13,15 @@ import (
 
 // scripted is a schedule written by hand: east starts at epoch 2, above
 // west and north at 1, so that east holds the fence within the first
-// declarations whoever declares first.
+// declarations whoever declares first. It lasts long enough for a takeover
+// that waits out a lease after its last step.
 func scripted(replicas int, steps ...step) schedule {
 	return schedule{
 		seed: uint64(time.Now().UnixNano()), replicas: replicas,
 		epochs: []uint64{2, 1, 1},
 		uids:   []string{"east-0001", "west-0002", "north-0003"},
 		steps:  steps,
+		end:    steps[len(steps)-1].at + 2*leaseTTL,
 	}
 }
 

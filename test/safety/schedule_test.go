@@ -80,13 +80,15 @@ type schedule struct {
 	// uids are the clusters' kube-system UIDs.
 	uids  []string
 	steps []step
+	// end is when the history stops: everything is stopped then.
+	end time.Duration
 }
 
 // plan draws a schedule of clusters with the given number of replicas
 // from seed.
 func plan(seed uint64, replicas int) schedule {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	s := schedule{seed: seed, replicas: replicas}
+	s := schedule{seed: seed, replicas: replicas, end: chaos + tail}
 	highest := uint64(0)
 	for _, name := range clusterNames {
 		epoch := 1 + rng.Uint64N(2)
