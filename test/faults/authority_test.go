@@ -107,7 +107,7 @@ func decided(answers []answer) (allowed, denied int, denial string) {
 // acknowledged is lost, the holder fails closed after its lease with a
 // message that says why, the agents recover by themselves, and no request
 // fails at any time. (Losing an etcd member of an external cluster is
-// covered by authority's TestExternalEtcdLosesItsLeader.)
+// covered by authority's TestExternalEtcdClusterSurvivesLosingAMember.)
 func TestAuthorityKilledUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
