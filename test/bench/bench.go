@@ -27,10 +27,11 @@ const (
 	stateFenced = "fenced"
 )
 
-// The servers compared.
+// The servers compared, and the floor under both.
 const (
 	fencegateServer = "fencegate"
 	opaServerName   = "OPA server"
+	floorServer     = "floor"
 )
 
 // scenario is one endpoint deciding for one fence state.
@@ -39,7 +40,12 @@ type scenario struct {
 	State    string
 }
 
-func (s scenario) String() string { return fmt.Sprintf("%s, %s", s.Endpoint, s.State) }
+func (s scenario) String() string {
+	if s == (scenario{}) {
+		return "no decision" // the floor
+	}
+	return fmt.Sprintf("%s, %s", s.Endpoint, s.State)
+}
 
 // scenarios are measured in this order in every round.
 var scenarios = []scenario{
@@ -64,8 +70,8 @@ type measurement struct {
 	Saturation, Latency loadResult
 	// Warmups are the unmeasured runs before them, checked all the same.
 	Warmups []loadResult
-	// PeakRSS is the server process's VmHWM after the runs.
-	PeakRSS uint64
+	// Memory is the server process's after the runs.
+	Memory memory
 	// Attempts is how many times the runs were made (more than one when
 	// other processes disturbed them).
 	Attempts int
@@ -123,7 +129,9 @@ type environment struct {
 type results struct {
 	Env          environment
 	Measurements []measurement
-	Churn        []churnRun
+	// Floor are the floor server's measurements, one per round.
+	Floor []measurement
+	Churn []churnRun
 }
 
 // bench holds the servers under test and what they must answer.
@@ -133,16 +141,20 @@ type bench struct {
 	reviews  []review
 	expected map[scenario]expected
 	servers  []*server
-	opas     []*opaServer
+	procs    []*serverProcess
+	floor    target
 	opaBin   string
 	root     string
+	// retryLeft is how much time may still go to measuring disturbed
+	// runs again.
+	retryLeft time.Duration
 }
 
 // newBench prepares the reviews and their expected answers, starts an OPA
 // server per fence state, and checks that every server answers every review
 // as expected before anything is measured.
 func newBench(ctx context.Context, o options, root string, s *stack.Stack, say func(string, ...any)) (*bench, error) {
-	b := &bench{o: o, say: say, root: root, opaBin: filepath.Join(root, ".cache", "bin", "opa")}
+	b := &bench{o: o, say: say, root: root, opaBin: filepath.Join(root, ".cache", "bin", "opa"), retryLeft: o.retryBudget}
 	var err error
 	if b.reviews, err = buildReviews(o.reviews); err != nil {
 		return b, err
@@ -189,7 +201,7 @@ func newBench(ctx context.Context, o options, root string, s *stack.Stack, say f
 		if err != nil {
 			return b, err
 		}
-		b.opas = append(b.opas, srv)
+		b.procs = append(b.procs, srv)
 		opaTLS, err := clientTLS(srv.CA)
 		if err != nil {
 			return b, err
@@ -205,6 +217,17 @@ func newBench(ctx context.Context, o options, root string, s *stack.Stack, say f
 		}
 	}
 	b.servers = []*server{fg, opa}
+	say("starting the floor server …")
+	floor, err := startFloor(ctx, filepath.Join(s.Dir, "floor"))
+	if err != nil {
+		return b, err
+	}
+	b.procs = append(b.procs, floor)
+	floorTLS, err := clientTLS(floor.CA)
+	if err != nil {
+		return b, err
+	}
+	b.floor = target{URL: "https://" + floor.Addr + "/", TLS: floorTLS, Pid: floor.Pid()}
 	say("checking that both servers answer every review as the shipped policies decide …")
 	return b, b.smokeTest(ctx)
 }
@@ -257,20 +280,19 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 				if err := ctx.Err(); err != nil {
 					return res, err
 				}
-				m, err := b.measureScenario(round, srv, sc)
+				want := b.expected[sc]
+				m, err := b.measureTarget(round, srv.name, sc, srv.targets[sc], func() answerCheck { return newChecker(sc.Endpoint, want) })
 				if err != nil {
 					return res, fmt.Errorf("round %d, %s, %s: %w", round, srv.name, sc, err)
-				}
-				failed, wrong, requests, first := m.problems()
-				b.say("  %-10s %-16s %7.0f req/s   p50 %6.3f  p90 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
-					srv.name, sc, m.Saturation.Throughput(), ms(m.Latency.Percentile(0.5)), ms(m.Latency.Percentile(0.9)),
-					ms(m.Latency.Percentile(0.99)), m.foreignCores(), failed+wrong, requests)
-				if first != "" {
-					b.say("    first problem: %s", first)
 				}
 				res.Measurements = append(res.Measurements, m)
 			}
 		}
+		m, err := b.measureTarget(round, floorServer, scenario{}, b.floor, func() answerCheck { return exactAnswer(floorAnswer) })
+		if err != nil {
+			return res, fmt.Errorf("round %d, floor: %w", round, err)
+		}
+		res.Floor = append(res.Floor, m)
 		if b.o.churn == 0 {
 			continue
 		}
@@ -289,14 +311,16 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 	return res, nil
 }
 
-// measureScenario measures one server's scenario: saturation, then the
-// fixed rate, each after a warm-up on the same connections. A measurement
-// that other processes disturbed is made again, up to the retries allowed.
-func (b *bench) measureScenario(round int, srv *server, sc scenario) (measurement, error) {
-	t := srv.targets[sc]
+// measureTarget measures one target: saturation, then the fixed rate, each
+// after a warm-up on the same connections, every answer checked by a
+// checker from newCheck. A measurement that processes outside the bench
+// disturbed is made again, within the retries and the retry time allowed.
+func (b *bench) measureTarget(round int, name string, sc scenario, t target, newCheck func() answerCheck) (measurement, error) {
+	cost := 2*b.o.warmup + b.o.saturation + b.o.latency
+	label := sc.String()
 	for attempt := 1; ; attempt++ {
-		m := measurement{Round: round, Server: srv.name, Scenario: sc, Attempts: attempt}
-		chk := newChecker(sc.Endpoint, b.expected[sc])
+		m := measurement{Round: round, Server: name, Scenario: sc, Attempts: attempt}
+		chk := newCheck()
 		sat := loadSpec{Workers: b.o.connections, Duration: b.o.saturation}
 		fixed := loadSpec{Rate: b.o.rate, Workers: b.o.connections, Duration: b.o.latency}
 
@@ -311,7 +335,11 @@ func (b *bench) measureScenario(round int, srv *server, sc scenario) (measuremen
 		}
 		client.CloseIdleConnections()
 
-		client = newClient(t, true, 0)
+		// The fixed rate goes over as many kept-alive connections: a
+		// request that finds them all busy waits for one (and its wait
+		// counts in its latency) rather than opening another, so that a
+		// server falling behind is not also handed a storm of handshakes.
+		client = newClient(t, true, b.o.connections)
 		if warm, err = b.warm(client, t, chk, fixed); err != nil {
 			return m, err
 		}
@@ -320,19 +348,26 @@ func (b *bench) measureScenario(round int, srv *server, sc scenario) (measuremen
 			return m, err
 		}
 		client.CloseIdleConnections()
-		if m.PeakRSS, err = peakRSS(t.Pid); err != nil {
+		if m.Memory, err = readMemory(t.Pid); err != nil {
 			return m, err
 		}
-		foreign := m.foreignCores()
-		if foreign <= b.o.maxForeign || attempt > b.o.retries {
+		failed, wrong, requests, first := m.problems()
+		b.say("  %-10s %-16s %7.0f req/s   p50 %6.3f  p90 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
+			name, label, m.Saturation.Throughput(), ms(m.Latency.Percentile(0.5)), ms(m.Latency.Percentile(0.9)),
+			ms(m.Latency.Percentile(0.99)), m.foreignCores(), failed+wrong, requests)
+		if first != "" {
+			b.say("    first problem: %s", first)
+		}
+		if m.foreignCores() <= b.o.maxForeign || attempt > b.o.retries || b.retryLeft < cost {
 			return m, nil
 		}
-		b.say("  %s %s: processes outside the benchmark kept %.2f cores busy; measuring again", srv.name, sc, foreign)
+		b.retryLeft -= cost
+		b.say("    processes outside the benchmark kept %.2f cores busy: measuring again", m.foreignCores())
 	}
 }
 
 // warm runs spec for the warm-up time, when there is one.
-func (b *bench) warm(client *http.Client, t target, chk *checker, spec loadSpec) (loadResult, error) {
+func (b *bench) warm(client *http.Client, t target, chk answerCheck, spec loadSpec) (loadResult, error) {
 	if b.o.warmup == 0 {
 		return loadResult{}, nil
 	}
@@ -377,10 +412,10 @@ func (b *bench) environment() environment {
 	return env
 }
 
-// stop stops the OPA servers.
+// stop stops the OPA and floor servers.
 func (b *bench) stop() error {
 	var errs []error
-	for _, s := range b.opas {
+	for _, s := range b.procs {
 		errs = append(errs, s.Stop())
 	}
 	return errors.Join(errs...)

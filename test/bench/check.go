@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,6 +59,22 @@ func expect(ctx context.Context, o *oracle, reviews []review, wantAllowed bool) 
 		out[mutate][r.UID] = answer{allowed: true, warnings: d.Warnings, patch: d.Patch}
 	}
 	return out, nil
+}
+
+// answerCheck verifies one HTTP answer.
+type answerCheck interface {
+	check(code int, body []byte) error
+}
+
+// exactAnswer accepts only status 200 with exactly its bytes: the floor
+// server's canned answer.
+type exactAnswer []byte
+
+func (a exactAnswer) check(code int, body []byte) error {
+	if code != http.StatusOK || !bytes.Equal(body, a) {
+		return fmt.Errorf("HTTP %d %s, want 200 %s", code, truncate(body), a)
+	}
+	return nil
 }
 
 // checker verifies every answer of one run. An answer body that was verified

@@ -29,9 +29,9 @@ type loadSpec struct {
 	// Rate is the fixed request rate per second; 0 means as fast as the
 	// workers go (closed loop), for saturation.
 	Rate int
-	// Workers is the number of workers, and connections, of a saturation
-	// run; a fixed-rate run starts with Workers and adds more when all are
-	// busy, as an open-loop generator must.
+	// Workers is the number of workers of a saturation run; a fixed-rate
+	// run starts with Workers and adds more when all are busy, as an
+	// open-loop generator must (the client bounds the connections).
 	Workers int
 	// Duration is how long requests are sent.
 	Duration time.Duration
@@ -132,7 +132,7 @@ func roundRobin(url string, reviews []review) vegeta.Targeter {
 
 // attack runs spec against the target with client, checks every answer,
 // and measures latencies and CPU time.
-func attack(client *http.Client, t target, reviews []review, chk *checker, spec loadSpec) (loadResult, error) {
+func attack(client *http.Client, t target, reviews []review, chk answerCheck, spec loadSpec) (loadResult, error) {
 	opts := []func(*vegeta.Attacker){
 		vegeta.Client(client),
 		vegeta.Workers(uint64(max(spec.Workers, 1))),

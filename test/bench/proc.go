@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,34 +18,51 @@ import (
 // architecture Linux exposes it for.
 const userHZ = 100
 
-// peakRSS returns a process's peak resident set size (VmHWM) in bytes.
-func peakRSS(pid int) (uint64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read the status of process %d: %w", pid, err)
-	}
-	return parseVMHWM(status)
+// memory is what a process's status says of its resident memory.
+type memory struct {
+	// Peak is the peak resident set size (VmHWM); Anon and File are the
+	// resident anonymous memory (heap, stacks) and file-backed pages (the
+	// binary's code and read-only data, mostly) now.
+	Peak, Anon, File uint64
 }
 
-// parseVMHWM reads VmHWM from the text of /proc/<pid>/status.
-func parseVMHWM(status []byte) (uint64, error) {
+// readMemory reads a process's resident memory from /proc/<pid>/status.
+func readMemory(pid int) (memory, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memory{}, fmt.Errorf("read the status of process %d: %w", pid, err)
+	}
+	return parseMemory(status)
+}
+
+// parseMemory reads VmHWM, RssAnon and RssFile from the text of
+// /proc/<pid>/status.
+func parseMemory(status []byte) (memory, error) {
+	fields := map[string]*uint64{}
+	var m memory
+	fields["VmHWM"], fields["RssAnon"], fields["RssFile"] = &m.Peak, &m.Anon, &m.File
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
-		if !ok {
+		key, rest, ok := strings.Cut(sc.Text(), ":")
+		dst := fields[key]
+		if !ok || dst == nil {
 			continue
 		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("VmHWM line %q: want <number> kB", sc.Text())
+		value := strings.Fields(rest)
+		if len(value) != 2 || value[1] != "kB" {
+			return m, fmt.Errorf("%s line %q: want <number> kB", key, sc.Text())
 		}
-		kb, err := strconv.ParseUint(fields[0], 10, 64)
+		kb, err := strconv.ParseUint(value[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("VmHWM line %q: %w", sc.Text(), err)
+			return m, fmt.Errorf("%s line %q: %w", key, sc.Text(), err)
 		}
-		return kb << 10, nil
+		*dst = kb << 10
+		delete(fields, key)
 	}
-	return 0, errors.New("no VmHWM line in the process status")
+	if len(fields) > 0 {
+		return m, fmt.Errorf("the process status has no %s line", strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+	}
+	return m, nil
 }
 
 // procStat is what the bench reads from /proc/<pid>/stat.

@@ -7,23 +7,24 @@ import (
 	"time"
 )
 
-func TestParseVMHWM(t *testing.T) {
+func TestParseMemory(t *testing.T) {
+	const others = "Name:\tfencegate\nVmPeak:\t 1 kB\nVmRSS:\t 1 kB\n"
 	tests := map[string]struct {
 		status  string
-		want    uint64
+		want    memory
 		wantErr string
 	}{
-		"kB":         {status: "Name:\tfencegate\nVmPeak:\t 1 kB\nVmHWM:\t   65536 kB\nVmRSS:\t 1 kB\n", want: 64 << 20},
-		"missing":    {status: "Name:\tfencegate\nVmRSS:\t 1 kB\n", wantErr: "no VmHWM"},
+		"all three":  {status: others + "VmHWM:\t   65536 kB\nRssAnon:\t 2048 kB\nRssFile:\t 1024 kB\n", want: memory{Peak: 64 << 20, Anon: 2 << 20, File: 1 << 20}},
+		"missing":    {status: others + "VmHWM:\t   65536 kB\n", wantErr: "no RssAnon, RssFile line"},
 		"other unit": {status: "VmHWM:\t 64 MB\n", wantErr: "want <number> kB"},
-		"not number": {status: "VmHWM:\t many kB\n", wantErr: "invalid syntax"},
+		"not number": {status: "RssAnon:\t many kB\n", wantErr: "invalid syntax"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := parseVMHWM([]byte(tc.status))
+			got, err := parseMemory([]byte(tc.status))
 			checkErr(t, err, tc.wantErr)
-			if got != tc.want {
-				t.Errorf("got %d bytes, want %d", got, tc.want)
+			if tc.wantErr == "" && got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -79,9 +80,9 @@ func TestParseBusy(t *testing.T) {
 }
 
 func TestThisProcessIsMeasurable(t *testing.T) {
-	rss, err := peakRSS(os.Getpid())
-	if err != nil || rss == 0 {
-		t.Fatalf("peak RSS of this process: %d, %v", rss, err)
+	mem, err := readMemory(os.Getpid())
+	if err != nil || mem.Peak == 0 || mem.Anon == 0 || mem.File == 0 {
+		t.Fatalf("memory of this process: %+v, %v", mem, err)
 	}
 	if _, err := cpuTime(0); err != nil {
 		t.Fatal(err)

@@ -105,7 +105,7 @@ func TestReport(t *testing.T) {
 		lat[98] = p99
 		n := int(rps)
 		return measurement{
-			Round: 1, Server: server, Scenario: sc, PeakRSS: rss, Attempts: 1,
+			Round: 1, Server: server, Scenario: sc, Memory: memory{Peak: rss}, Attempts: 1,
 			Saturation: loadResult{Requests: n + wrong, Wrong: wrong, Elapsed: time.Second, Latencies: lat},
 			Latency:    loadResult{Requests: 1000, Elapsed: time.Second, Latencies: lat},
 		}
@@ -126,10 +126,10 @@ func TestReport(t *testing.T) {
 	}{
 		"targets met": {res: build(7000, 800*time.Microsecond, 60<<20, 0), want: []string{
 			"| requests/s at saturation (8 connections) | 7,000 | 2,000 | 3.50× |",
-			"3.50× in the weakest scenario", "| met |", "| peak RSS ≤ 64 MiB | 60.0 MiB | met |",
+			"3.50× in the weakest scenario", "| met |", "| peak RSS ≤ 64 MiB | 60.0 MiB (VmHWM)",
 		}},
 		"targets missed": {res: build(5000, 2*time.Millisecond, 80<<20, 0), want: []string{
-			"2.50× in the weakest scenario", "2.00 ms in the slowest scenario", "| peak RSS ≤ 64 MiB | 80.0 MiB | **missed** |",
+			"2.50× in the weakest scenario", "2.00 ms in the slowest scenario", "| peak RSS ≤ 64 MiB | 80.0 MiB (VmHWM)", "file-backed (the binary's pages) | **missed** |",
 		}},
 		"wrong answers": {res: build(7000, 800*time.Microsecond, 60<<20, 3), want: []string{
 			"| failed / wrong answers of all requests | 0 / 3 of 8,003 |",
