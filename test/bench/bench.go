@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/test/stack"
+	"github.com/fencegate/fencegate/webhook"
 )
 
 // The two fence states measured: the cluster that holds the fence (its
@@ -111,17 +112,22 @@ type churnRun struct {
 
 // environment describes where and how the figures were measured.
 type environment struct {
-	Started, Finished   time.Time
-	LoadBefore          float64
-	LoadAfter           float64
-	CPU                 string
-	Cores               int
-	GoVersion           string
-	OPAVersion          string
-	Commit              string
-	CreateBytes         int
-	UpdateBytes         int
-	Reviews             int
+	// Started and Finished bound the measurements.
+	Started, Finished time.Time
+	// LoadBefore and LoadAfter are the 1-minute load averages.
+	LoadBefore, LoadAfter float64
+	// CPU and Cores describe the machine.
+	CPU   string
+	Cores int
+	// GoVersion built the bench, fencegate and opa; OPAVersion is opa's.
+	GoVersion, OPAVersion string
+	// Commit is the checkout measured.
+	Commit string
+	// Reviews is how many reviews were sent in turn, CreateBytes and
+	// UpdateBytes the mean size of their bodies.
+	Reviews, CreateBytes, UpdateBytes int
+	// OPAReadOptimizedArg is whether OPA ran with
+	// --optimize-store-for-read-speed.
 	OPAReadOptimizedArg bool
 }
 
@@ -207,8 +213,8 @@ func newBench(ctx context.Context, o options, root string, s *stack.Stack, say f
 			return b, err
 		}
 		for ep, paths := range map[endpoint][2]string{
-			validate: {"/validate", opaValidatePath},
-			mutate:   {"/mutate", opaMutatePath},
+			validate: {webhook.PathValidate, opaValidatePath},
+			mutate:   {webhook.PathMutate, opaMutatePath},
 		} {
 			sc := scenario{ep, c.state}
 			b.expected[sc] = want[ep]

@@ -150,8 +150,9 @@ func render(o options, res results) string {
 	var b strings.Builder
 	env := res.Env
 	fmt.Fprintf(&b, "# fencegate's admission webhook and OPA's server, side by side\n\n")
-	fmt.Fprintf(&b, "%s · commit %s · %s × %d cores · %s · OPA %s\n\n",
-		env.Started.Format(time.RFC3339), orUnknown(env.Commit), env.CPU, env.Cores, env.GoVersion, orUnknown(env.OPAVersion))
+	fmt.Fprintf(&b, "%s (measured in %s) · commit %s · %s × %d cores · %s · OPA %s\n\n",
+		env.Started.Format(time.RFC3339), env.Finished.Sub(env.Started).Round(time.Second), orUnknown(env.Commit),
+		env.CPU, env.Cores, env.GoVersion, orUnknown(env.OPAVersion))
 	var foreign, stack []float64
 	for _, m := range res.Measurements {
 		foreign, stack = append(foreign, m.foreignCores()), append(stack, m.stackCores())
