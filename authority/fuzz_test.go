@@ -91,7 +91,7 @@ func FuzzRPCs(f *testing.F) {
 	tokens := map[string]uint64{}
 	highest := map[string]uint64{}
 	f.Fuzz(func(t *testing.T, op uint8, domain, name, uid string, epoch uint64) {
-		if !utf8.ValidString(domain + name + uid) {
+		if !utf8.ValidString(domain) || !utf8.ValidString(name) || !utf8.ValidString(uid) {
 			return // proto3 strings are UTF-8; the client cannot send these
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
