@@ -83,7 +83,7 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, denied := 0, 0
+	steps, events, denied := 0, 0, 0
 	began := time.Now()
 	for i, seed := range list {
 		sched := plan(seed, pods)
@@ -94,6 +94,7 @@ func TestRandomizedFailover(t *testing.T) {
 		total.Handovers += r.Handovers
 		total.InFlight += r.InFlight
 		steps += len(sched.steps)
+		events += len(h.Events)
 		denied += h.Denied
 		t.Logf("history %d/%d, seed %d: %d steps, %d admitted (%d tokens, %d handovers), %d denied",
 			i+1, len(list), seed, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied)
@@ -105,8 +106,8 @@ func TestRandomizedFailover(t *testing.T) {
 			t.Fatal(unsafe(sched, h, r, replay))
 		}
 	}
-	t.Logf("%d histories of 3 clusters × %d pod(s) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps",
-		len(list), pods, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps)
+	t.Logf("%d histories of 3 clusters × %d pod(s) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps, %d events",
+		len(list), pods, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}
