@@ -2,6 +2,7 @@ package authority
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -48,7 +49,7 @@ func holderProto(h *statemachine.Holder) *fencev1.Holder {
 	if h == nil {
 		return nil
 	}
-	return &fencev1.Holder{
+	out := &fencev1.Holder{
 		ClusterName:     h.Name,
 		ClusterUid:      h.UID,
 		Epoch:           h.Epoch,
@@ -57,6 +58,16 @@ func holderProto(h *statemachine.Holder) *fencev1.Holder {
 		Released:        h.Released,
 		AcquireTime:     timestamp(h.AcquiredAt),
 	}
+	for _, name := range slices.Sorted(maps.Keys(h.Instances)) {
+		l := h.Instances[name]
+		out.Instances = append(out.Instances, &fencev1.InstanceLease{
+			Instance:        name,
+			Epoch:           l.Epoch,
+			LeaseExpireTime: timestamp(l.ExpiresAt),
+			Released:        l.Released,
+		})
+	}
+	return out
 }
 
 func timestamp(u statemachine.UnixNano) *timestamppb.Timestamp {

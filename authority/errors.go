@@ -26,8 +26,9 @@ const (
 	// ReasonEpochRegressed means the cluster once declared a higher epoch than
 	// it declares now.
 	ReasonEpochRegressed = "CLUSTER_EPOCH_REGRESSED"
-	// ReasonAcquiring means the takeover is accepted but the previous holder's
-	// lease has not ended yet; see MetadataRetryAfterMs.
+	// ReasonAcquiring means the takeover is accepted but an instance of the
+	// previous holder has neither released nor seen its lease end yet; see
+	// MetadataRetryAfterMs.
 	ReasonAcquiring = "FENCE_ACQUIRING"
 )
 
@@ -93,7 +94,7 @@ func declareRefusal(d statemachine.Declaration, r statemachine.Result) error {
 	case statemachine.Acquiring:
 		md[MetadataRetryAfterMs] = strconv.FormatInt(ceilMillis(a.RetryAfter), 10)
 		return refusal(ReasonAcquiring, fmt.Sprintf(
-			"%s is taking the fence%s over from cluster %q (epoch %d): %s's lease ends in %s unless it releases the fence sooner; retry then",
+			"%s is taking the fence%s over from cluster %q (epoch %d): the last lease of %s's instances ends in %s unless each of them releases the fence sooner; retry then",
 			self, inDomain(d.Domain), h.Name, h.Epoch, h.Name, a.RetryAfter.Round(time.Millisecond)), md)
 	}
 	var msg string
@@ -124,8 +125,8 @@ func releaseRefusal(r statemachine.Release, res statemachine.ReleaseResult) erro
 	md := metadata(r.Domain, res.State, r.Epoch)
 	if res.Outcome == statemachine.ReleaseRegressed {
 		return refusal(ReasonEpochRegressed, fmt.Sprintf(
-			"cluster %q (uid %s) cannot release the fence%s with epoch %d: it holds the fence at epoch %d",
-			h.Name, r.ClusterUID, inDomain(r.Domain), r.Epoch, h.Epoch), md)
+			"instance %q of cluster %q (uid %s) cannot release its lease of the fence%s with epoch %d: it declared epoch %d",
+			r.Instance, h.Name, r.ClusterUID, inDomain(r.Domain), r.Epoch, h.Instances[r.Instance].Epoch), md)
 	}
 	if h == nil {
 		return refusal(ReasonClusterFenced, fmt.Sprintf(

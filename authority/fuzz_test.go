@@ -46,7 +46,7 @@ func checkProtocolError(t *testing.T, call, domain string, err error) {
 				}
 			}
 		}
-		if len(fields) != 1 || !slices.Contains([]string{"domain", "cluster_name", "cluster_uid", "epoch"}, fields[0]) || !strings.HasPrefix(st.Message(), fields[0]+": ") {
+		if len(fields) != 1 || !slices.Contains([]string{"domain", "cluster_name", "cluster_uid", "epoch", "instance"}, fields[0]) || !strings.HasPrefix(st.Message(), fields[0]+": ") {
 			t.Fatalf("%s: InvalidArgument %q with field violations %v: want one that names the field", call, st.Message(), fields)
 		}
 	case codes.FailedPrecondition:
@@ -64,17 +64,20 @@ func checkProtocolError(t *testing.T, call, domain string, err error) {
 // on loopback, embedded etcd). Each answer is OK or a refusal the protocol
 // defines, never another error; and after every call the domain's fence
 // keeps its invariants: the token and every cluster's highest epoch never
-// fall, and a pending takeover is by another cluster at a higher epoch
-// than the holder's.
+// fall, a pending takeover is by another cluster at a higher epoch than the
+// holder's, and the holder's lease and released mark sum up its instances.
 func FuzzRPCs(f *testing.F) {
-	f.Add(uint8(0), "", "east", "uid-east", uint64(1))
-	f.Add(uint8(0), "", "west", "uid-west", uint64(2))
-	f.Add(uint8(0), "", "east", "uid-east", uint64(1))
-	f.Add(uint8(1), "", "", "uid-east", uint64(1))
-	f.Add(uint8(2), "payments", "", "", uint64(0))
-	f.Add(uint8(3), "", "", "", uint64(0))
-	f.Add(uint8(0), "Bad_Domain", "east", "uid east", uint64(0))
-	f.Add(uint8(1), "", "", strings.Repeat("u", 200), uint64(7))
+	f.Add(uint8(0), "", "east", "uid-east", uint64(1), "")
+	f.Add(uint8(0), "", "west", "uid-west", uint64(2), "")
+	f.Add(uint8(0), "", "east", "uid-east", uint64(1), "")
+	f.Add(uint8(1), "", "", "uid-east", uint64(1), "")
+	f.Add(uint8(2), "payments", "", "", uint64(0), "")
+	f.Add(uint8(3), "", "", "", uint64(0), "")
+	f.Add(uint8(0), "Bad_Domain", "east", "uid east", uint64(0), "")
+	f.Add(uint8(1), "", "", strings.Repeat("u", 200), uint64(7), "")
+	f.Add(uint8(0), "", "east", "uid-east", uint64(1), "east-a")
+	f.Add(uint8(1), "", "", "uid-east", uint64(1), "east-a")
+	f.Add(uint8(0), "", "east", "uid-east", uint64(1), "east b")
 	// Nothing may log through f while fuzzing (testr would call f.Helper
 	// from inside the fuzz target): etcd and the authority log nowhere.
 	quiet := funcr.New(func(string, string) {}, funcr.Options{})
@@ -90,8 +93,8 @@ func FuzzRPCs(f *testing.F) {
 	// clusters' highest epochs.
 	tokens := map[string]uint64{}
 	highest := map[string]uint64{}
-	f.Fuzz(func(t *testing.T, op uint8, domain, name, uid string, epoch uint64) {
-		if !utf8.ValidString(domain) || !utf8.ValidString(name) || !utf8.ValidString(uid) {
+	f.Fuzz(func(t *testing.T, op uint8, domain, name, uid string, epoch uint64, instance string) {
+		if !utf8.ValidString(domain) || !utf8.ValidString(name) || !utf8.ValidString(uid) || !utf8.ValidString(instance) {
 			return // proto3 strings are UTF-8; the client cannot send these
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -100,18 +103,23 @@ func FuzzRPCs(f *testing.F) {
 		switch op % 4 {
 		case 0:
 			var resp *fencev1.DeclareClusterEpochResponse
-			resp, err = client.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{Domain: domain, ClusterName: name, ClusterUid: uid, Epoch: epoch})
+			resp, err = client.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{Domain: domain, ClusterName: name, ClusterUid: uid, Epoch: epoch, Instance: instance})
 			if err == nil {
 				h := resp.GetHolder()
-				if h.GetClusterUid() != uid || h.GetClusterName() != name || h.GetEpoch() != epoch || resp.GetToken() == 0 || resp.GetLeaseTtl().AsDuration() != fuzzLease {
-					t.Fatalf("declared %s/%s@%d, answered %v", name, uid, epoch, resp)
+				l := instanceLease(h, instance)
+				if h.GetClusterUid() != uid || h.GetClusterName() != name || h.GetEpoch() != epoch || resp.GetToken() == 0 || resp.GetLeaseTtl().AsDuration() != fuzzLease ||
+					l == nil || l.GetReleased() || l.GetEpoch() != epoch || !l.GetLeaseExpireTime().AsTime().Equal(h.GetLeaseExpireTime().AsTime()) {
+					t.Fatalf("declared %s/%s@%d as instance %q, answered %v", name, uid, epoch, instance, resp)
 				}
 			}
 		case 1:
 			var resp *fencev1.ReleaseFenceResponse
-			resp, err = client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: domain, ClusterUid: uid, Epoch: epoch})
-			if h := resp.GetFence().GetHolder(); err == nil && (h.GetClusterUid() != uid || !h.GetReleased() || epoch < h.GetEpoch()) {
-				t.Fatalf("released as %s@%d, answered %v", uid, epoch, resp)
+			resp, err = client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: domain, ClusterUid: uid, Epoch: epoch, Instance: instance})
+			// Released, released before, or no lease to release.
+			if h := resp.GetFence().GetHolder(); err == nil {
+				if l := instanceLease(h, instance); h.GetClusterUid() != uid || l != nil && (!l.GetReleased() || epoch < l.GetEpoch()) {
+					t.Fatalf("released as %s@%d, instance %q, answered %v", uid, epoch, instance, resp)
+				}
 			}
 		case 2:
 			_, err = client.GetFence(ctx, &fencev1.GetFenceRequest{Domain: domain})
@@ -152,5 +160,50 @@ func FuzzRPCs(f *testing.F) {
 			p.GetClusterUid() == h.GetClusterUid() && p.GetClusterName() == h.GetClusterName()) {
 			t.Fatalf("domain %q: pending takeover %v of holder %v", key, p, h)
 		}
+		checkHolderSummary(t, key, fence.GetHolder())
 	})
+}
+
+// instanceLease returns the lease of the named instance of h, or nil.
+func instanceLease(h *fencev1.Holder, instance string) *fencev1.InstanceLease {
+	for _, l := range h.GetInstances() {
+		if l.GetInstance() == instance {
+			return l
+		}
+	}
+	return nil
+}
+
+// checkHolderSummary checks that a holder has instances, ordered by name,
+// and that its lease end and released mark sum them up: the latest lease
+// among the instances that have not released (among all once each one
+// released), and released once each one released.
+func checkHolderSummary(t *testing.T, domain string, h *fencev1.Holder) {
+	t.Helper()
+	if h == nil {
+		return
+	}
+	ls := h.GetInstances()
+	if len(ls) == 0 || !slices.IsSortedFunc(ls, func(a, b *fencev1.InstanceLease) int { return strings.Compare(a.GetInstance(), b.GetInstance()) }) {
+		t.Fatalf("domain %q: holder %v: want its instances, ordered by name", domain, h)
+	}
+	allReleased := true
+	var latest, latestUnreleased time.Time
+	for _, l := range ls {
+		end := l.GetLeaseExpireTime().AsTime()
+		allReleased = allReleased && l.GetReleased()
+		if end.After(latest) {
+			latest = end
+		}
+		if !l.GetReleased() && end.After(latestUnreleased) {
+			latestUnreleased = end
+		}
+	}
+	want := latestUnreleased
+	if allReleased {
+		want = latest
+	}
+	if h.GetReleased() != allReleased || !h.GetLeaseExpireTime().AsTime().Equal(want) {
+		t.Fatalf("domain %q: holder %v: want released=%v and its lease ending at %s, from its instances", domain, h, allReleased, want)
+	}
 }

@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_authority_releases_total",
-			Help: "ReleaseFence calls by result: released, already_released, not_holder, regressed, invalid or error.",
+			Help: "ReleaseFence calls by result: released, already_released, no_lease, not_holder, regressed, invalid or error.",
 		}, []string{"result"}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencegate_authority_watchers",

@@ -89,7 +89,7 @@ fencegate_authority_declarations_total{result="regressed"} 1
 fencegate_authority_grants_total{domain="b",kind="first"} 1
 fencegate_authority_grants_total{domain="default",kind="after_release"} 1
 fencegate_authority_grants_total{domain="default",kind="first"} 1
-# HELP fencegate_authority_releases_total ReleaseFence calls by result: released, already_released, not_holder, regressed, invalid or error.
+# HELP fencegate_authority_releases_total ReleaseFence calls by result: released, already_released, no_lease, not_holder, regressed, invalid or error.
 # TYPE fencegate_authority_releases_total counter
 fencegate_authority_releases_total{result="not_holder"} 1
 fencegate_authority_releases_total{result="released"} 1

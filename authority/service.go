@@ -91,9 +91,10 @@ func (s *Service) Check(ctx context.Context) error { return s.store.Check(ctx) }
 // the fence by the rules of package statemachine.
 func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
 	d := statemachine.Declaration{
-		Domain:  statemachine.Normalize(req.GetDomain()),
-		Cluster: statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
-		Epoch:   req.GetEpoch(),
+		Domain:   statemachine.Normalize(req.GetDomain()),
+		Cluster:  statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
+		Epoch:    req.GetEpoch(),
+		Instance: req.GetInstance(),
 	}
 	result, err := s.store.Declare(ctx, d)
 	if err != nil {
@@ -116,12 +117,15 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 	}
 }
 
-// ReleaseFence gives the fence up on behalf of its holder.
+// ReleaseFence gives up the lease of one instance of the holder; the
+// holder is released once every instance gave its lease up or the lease
+// ended.
 func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceRequest) (*fencev1.ReleaseFenceResponse, error) {
 	r := statemachine.Release{
 		Domain:     statemachine.Normalize(req.GetDomain()),
 		ClusterUID: req.GetClusterUid(),
 		Epoch:      req.GetEpoch(),
+		Instance:   req.GetInstance(),
 	}
 	result, snap, err := s.store.Release(ctx, r)
 	if err != nil {
@@ -130,10 +134,13 @@ func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceReq
 	}
 	s.metrics.releases.WithLabelValues(result.Outcome.String()).Inc()
 	switch result.Outcome {
-	case statemachine.Released, statemachine.AlreadyReleased:
-		if result.Outcome == statemachine.Released {
-			h := result.State.Holder
-			s.log.Info("fence released", "domain", r.Domain, "cluster", h.Name, "uid", h.UID, "epoch", h.Epoch, "token", h.Token)
+	case statemachine.Released, statemachine.AlreadyReleased, statemachine.NoLease:
+		if h := result.State.Holder; result.Outcome == statemachine.Released {
+			msg := "fence lease of one instance released; the holder's other instances keep theirs"
+			if h.Released {
+				msg = "fence released: every instance of the holder released its lease, or its lease ended"
+			}
+			s.log.Info(msg, "domain", r.Domain, "cluster", h.Name, "uid", h.UID, "instance", r.Instance, "epoch", h.Epoch, "token", h.Token)
 		}
 		return &fencev1.ReleaseFenceResponse{Fence: fenceProto(snap, s.store.LeaseTTL())}, nil
 	default:

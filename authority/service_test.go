@@ -34,6 +34,9 @@ type call struct {
 	// renewed it (the same token).
 	wantHolder string
 	grant      bool
+	// wantInstances, when set, are the holder's instances after a
+	// successful call (see instances).
+	wantInstances []string
 }
 
 func declareCall(name string, epoch uint64) call {
@@ -41,6 +44,20 @@ func declareCall(name string, epoch uint64) call {
 }
 
 func (c call) after(d time.Duration) call { c.advance = d; return c }
+
+// by makes the call come from one instance of its cluster.
+func (c call) by(instance string) call {
+	if c.declare != nil {
+		c.declare.Instance = instance
+	} else {
+		c.release.Instance = instance
+	}
+	return c
+}
+
+// instances makes a successful call check the holder's instances
+// afterwards, each as "name@epoch" with " released" when it released.
+func (c call) instances(want ...string) call { c.wantInstances = want; return c }
 
 func (c call) granted(holder string) call { c.wantHolder, c.grant = holder, true; return c }
 
@@ -67,7 +84,7 @@ func TestFenceProtocol(t *testing.T) {
 		"takeover while the holder's lease runs: acquiring, holder fenced, release, grant": {
 			declareCall("east", 7).granted("east"),
 			declareCall("west", 8).after(5*time.Second).refused(authority.ReasonAcquiring,
-				`cluster "west" (epoch 8) is taking the fence over from cluster "east" (epoch 7): east's lease ends in 10s unless it releases the fence sooner; retry then`,
+				`cluster "west" (epoch 8) is taking the fence over from cluster "east" (epoch 7): the last lease of east's instances ends in 10s unless each of them releases the fence sooner; retry then`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "7", "declared_epoch": "8",
 					"pending_cluster": "west", "pending_uid": "uid-west", "pending_epoch": "8", "retry_after_ms": "10000"}),
 			declareCall("east", 7).after(time.Second).refused(authority.ReasonClusterFenced,
@@ -83,7 +100,7 @@ func TestFenceProtocol(t *testing.T) {
 		"lease expiry hands the fence over without a release": {
 			declareCall("east", 1).granted("east"),
 			declareCall("west", 2).after(14*time.Second).refused(authority.ReasonAcquiring,
-				`cluster "west" (epoch 2) is taking the fence over from cluster "east" (epoch 1): east's lease ends in 1s unless it releases the fence sooner; retry then`,
+				`cluster "west" (epoch 2) is taking the fence over from cluster "east" (epoch 1): the last lease of east's instances ends in 1s unless each of them releases the fence sooner; retry then`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "1", "declared_epoch": "2",
 					"pending_cluster": "west", "pending_uid": "uid-west", "pending_epoch": "2", "retry_after_ms": "1000"}),
 			declareCall("west", 2).after(time.Second).granted("west"),
@@ -102,12 +119,26 @@ func TestFenceProtocol(t *testing.T) {
 			{release: releaseReq("", "west", 9), wantCode: codes.FailedPrecondition, wantReason: authority.ReasonClusterFenced,
 				wantMessage: `cluster uid uid-west cannot release the fence: cluster "east" (uid uid-east) holds it at epoch 5`},
 			{release: releaseReq("", "east", 4), wantCode: codes.FailedPrecondition, wantReason: authority.ReasonEpochRegressed,
-				wantMessage: `cluster "east" (uid uid-east) cannot release the fence with epoch 4: it holds the fence at epoch 5`},
+				wantMessage: `instance "" of cluster "east" (uid uid-east) cannot release its lease of the fence with epoch 4: it declared epoch 5`},
 			{release: releaseReq("", "east", 5)},
 			{release: releaseReq("", "east", 5)},
 			declareCall("west", 5).refused(authority.ReasonClusterFenced,
 				`cluster "west" (epoch 5) is fenced: cluster "east" released the fence at epoch 5; raise west's epoch above 5 to take over`, nil),
 			declareCall("west", 6).granted("west"),
+		},
+		"two instances of the holder: the takeover waits until each one released": {
+			declareCall("east", 7).by("east-a").granted("east").instances("east-a@7"),
+			declareCall("east", 7).by("east-b").after(time.Second).renewed("east").instances("east-a@7", "east-b@7"),
+			declareCall("west", 8).after(time.Second).refused(authority.ReasonAcquiring,
+				`cluster "west" (epoch 8) is taking the fence over from cluster "east" (epoch 7): the last lease of east's instances ends in 14s unless each of them releases the fence sooner; retry then`, nil),
+			call{release: releaseReq("", "east", 7)}.by("east-a").instances("east-a@7 released", "east-b@7"),
+			declareCall("west", 8).refused(authority.ReasonAcquiring,
+				`cluster "west" (epoch 8) is taking the fence over from cluster "east" (epoch 7): the last lease of east's instances ends in 14s unless each of them releases the fence sooner; retry then`, nil),
+			declareCall("east", 7).by("east-c").refused(authority.ReasonClusterFenced,
+				`cluster "east" (epoch 7) is fenced: cluster "west" is taking the fence over at epoch 8; east must stop changing its Components and release the fence`, nil),
+			call{release: releaseReq("", "east", 7)}.by("east-c").instances("east-a@7 released", "east-b@7"),
+			call{release: releaseReq("", "east", 7)}.by("east-b").instances("east-a@7 released", "east-b@7 released"),
+			declareCall("west", 8).granted("west").instances("@8"),
 		},
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
@@ -134,8 +165,12 @@ func TestFenceProtocol(t *testing.T) {
 					resp, err = client.DeclareClusterEpoch(ctx, c.declare)
 				} else {
 					c.release.Domain = domain
-					what = fmt.Sprintf("call %d: %s releases at %d", j, c.release.GetClusterUid(), c.release.GetEpoch())
-					_, err = client.ReleaseFence(ctx, c.release)
+					what = fmt.Sprintf("call %d: %s/%q releases at %d", j, c.release.GetClusterUid(), c.release.GetInstance(), c.release.GetEpoch())
+					var rel *fencev1.ReleaseFenceResponse
+					rel, err = client.ReleaseFence(ctx, c.release)
+					if err == nil {
+						checkInstances(t, what, rel.GetFence().GetHolder(), c.wantInstances)
+					}
 				}
 				if got := status.Code(err); got != c.wantCode {
 					t.Fatalf("%s: %v, want code %s", what, err, c.wantCode)
@@ -155,11 +190,32 @@ func TestFenceProtocol(t *testing.T) {
 					t.Errorf("%s: token %d after %d; want a new, higher token: %v", what, resp.GetToken(), token, c.grant)
 				}
 				token = resp.GetToken()
+				checkInstances(t, what, h, c.wantInstances)
 				if want := clock.Now().Add(15 * time.Second); !h.GetLeaseExpireTime().AsTime().Equal(want) {
 					t.Errorf("%s: lease expires at %s, want %s", what, h.GetLeaseExpireTime().AsTime(), want)
 				}
 			}
 		})
+	}
+}
+
+// checkInstances compares the holder's instances with want, unless want is
+// nil.
+func checkInstances(t *testing.T, what string, h *fencev1.Holder, want []string) {
+	t.Helper()
+	if want == nil {
+		return
+	}
+	var got []string
+	for _, l := range h.GetInstances() {
+		s := fmt.Sprintf("%s@%d", l.GetInstance(), l.GetEpoch())
+		if l.GetReleased() {
+			s += " released"
+		}
+		got = append(got, s)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: holder's instances %v, want %v", what, got, want)
 	}
 }
 
@@ -239,6 +295,16 @@ func TestInvalidArguments(t *testing.T) {
 			_, err := client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Epoch: 1})
 			return err
 		}, wantField: "cluster_uid"},
+		"declare: instance with a space": {call: func() error {
+			r := valid()
+			r.Instance = "pod 1"
+			_, err := client.DeclareClusterEpoch(ctx, r)
+			return err
+		}, wantField: "instance"},
+		"release: instance too long": {call: func() error {
+			_, err := client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{ClusterUid: "u", Epoch: 1, Instance: strings.Repeat("p", 254)})
+			return err
+		}, wantField: "instance"},
 		"release: epoch 0": {call: func() error {
 			_, err := client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{ClusterUid: "u"})
 			return err

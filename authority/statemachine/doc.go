@@ -7,5 +7,9 @@
 //
 // The rule behind every case: the fence moves to another cluster only with a
 // strictly higher epoch, and never while the previous holder may still
-// believe it is active.
+// believe it is active. A cluster runs several processes that declare (the
+// replicas of its fencegate, the old and new pods of a rollout), and each
+// acts on its own answers, so the rule holds per process: every instance of
+// the holder has a lease of its own, and the holder is free only once each
+// instance released its lease or the lease ended.
 package statemachine

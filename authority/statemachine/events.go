@@ -7,7 +7,9 @@ const (
 	// HolderChanged means the fence changed hands, or was granted for the first
 	// time.
 	HolderChanged EventType = iota + 1
-	// HolderReleased means the holder released the fence.
+	// HolderReleased means the holder became free by releases: an instance
+	// released its lease, and every other instance had released its own
+	// or its lease had ended.
 	HolderReleased
 	// PendingChanged means a takeover became pending, or a pending takeover
 	// changed or ended.

@@ -9,7 +9,7 @@ const (
 	// Granted means the fence moved to the declaring cluster (cases 3 and 6); it
 	// gets a new token.
 	Granted Outcome = iota + 1
-	// Renewed means the holder's lease was renewed (case 4).
+	// Renewed means the declaring instance's lease was renewed (case 4).
 	Renewed
 	// Fenced means another cluster holds the fence, or takes it over (cases 4
 	// and 5).
@@ -17,8 +17,8 @@ const (
 	// Regressed means the cluster declared below an epoch it declared before
 	// (case 2).
 	Regressed
-	// Acquiring means the takeover is recorded as pending until the holder's
-	// lease ends or the holder releases (case 6).
+	// Acquiring means the takeover is recorded as pending until every
+	// instance of the holder released or its lease ended (case 6).
 	Acquiring
 )
 
@@ -34,10 +34,12 @@ type GrantKind string
 const (
 	// GrantFirst means nobody held the fence of the domain before.
 	GrantFirst GrantKind = "first"
-	// GrantAfterRelease means the previous holder had released the fence.
+	// GrantAfterRelease means every instance of the previous holder had
+	// released the fence.
 	GrantAfterRelease GrantKind = "after_release"
-	// GrantAfterExpiry means the previous holder's lease had ended without
-	// renewal (it is unreachable, or stopped declaring).
+	// GrantAfterExpiry means the lease of at least one instance of the
+	// previous holder had ended without renewal or release (it is
+	// unreachable, or stopped declaring).
 	GrantAfterExpiry GrantKind = "after_expiry"
 )
 
@@ -49,7 +51,8 @@ const (
 	// the declared one.
 	HeldByOther FenceReason = iota + 1
 	// TakeoverPending means the declaring cluster holds the fence, but a
-	// takeover by a higher epoch is pending; its lease is not renewed.
+	// takeover by a higher epoch is pending; the instance's lease is not
+	// renewed (nor granted, to an instance that had none).
 	TakeoverPending
 	// OtherTakeoverPending means a third cluster's takeover at an epoch at or
 	// above the declared one is pending.
@@ -66,7 +69,8 @@ type Answer struct {
 	Previous *Holder
 	// FenceReason says why a Fenced declaration was refused.
 	FenceReason FenceReason
-	// RetryAfter is, for Acquiring, the time left on the holder's lease.
+	// RetryAfter is, for Acquiring, the time until the last lease of the
+	// holder's instances that is not released ends.
 	RetryAfter time.Duration
 	// HighestEpoch is the highest epoch the cluster had declared before this
 	// declaration; for Regressed it is the epoch it fell below.
@@ -86,14 +90,16 @@ type Result struct {
 
 // Machine applies the fence rules with the authority's settings.
 type Machine struct {
-	// LeaseTTL is how long a grant or renewal lasts.
+	// LeaseTTL is how long the lease of a grant or renewal lasts.
 	LeaseTTL time.Duration
 }
 
 // Declare applies DeclareClusterEpoch(d) to s at the authority's time now.
 // It never changes s. A bad request returns a *FieldError (case 1); every
 // valid declaration, accepted or refused, records the cluster's epoch and
-// the time it was seen.
+// the time it was seen. Leases are kept per instance of the holder: a
+// renewal extends only the declaring instance's lease, and the fence moves
+// to another cluster only once the holder is Free.
 func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) {
 	d.Domain = Normalize(d.Domain)
 	if err := d.Validate(); err != nil {
@@ -101,6 +107,7 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 	}
 	at := At(now)
 	next := s.Clone()
+	next.Holder.Upgrade()
 	if next.Clusters == nil {
 		next.Clusters = map[string]Cluster{}
 	}
@@ -123,13 +130,16 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 
 	case holder.Is(d.Cluster): // case 4
 		if pending != nil && pending.Epoch > d.Epoch {
+			// Also for an instance without a lease (a new pod of the
+			// holder): it must not extend the holder's ownership.
 			answer.Outcome, answer.FenceReason = Fenced, TakeoverPending
 			break
 		}
 		answer.Outcome = Renewed
 		holder.Epoch = d.Epoch
-		holder.LeaseExpiresAt = at.Add(m.LeaseTTL)
-		holder.Released = false
+		holder.prune(at)
+		holder.Instances[d.Instance] = Lease{Epoch: d.Epoch, ExpiresAt: at.Add(m.LeaseTTL)}
+		holder.summarize()
 		next.Pending = nil
 
 	case d.Epoch <= holder.Epoch: // case 5, the holder's epoch
@@ -142,7 +152,7 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		// the pending place from each other in turn.
 		answer.Outcome, answer.FenceReason = Fenced, OtherTakeoverPending
 
-	case holder.Released || at >= holder.LeaseExpiresAt: // case 6, the holder is gone
+	case holder.Free(at): // case 6, no instance of the holder is active
 		answer.Outcome, answer.Previous = Granted, holder
 		answer.Grant = GrantAfterExpiry
 		if holder.Released {
@@ -150,9 +160,9 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		}
 		m.grant(&next, d, at)
 
-	default: // case 6, the holder may still believe it is active
+	default: // case 6, an instance of the holder may still believe it is active
 		answer.Outcome = Acquiring
-		answer.RetryAfter = time.Duration(holder.LeaseExpiresAt - at)
+		answer.RetryAfter = time.Duration(holder.lastLeaseEnd(at) - at)
 		requested := at
 		if pending != nil && pending.Is(d.Cluster) {
 			requested = pending.RequestedAt
@@ -162,15 +172,16 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 	return Result{State: next, Answer: answer, Events: Changes(s, next)}, nil
 }
 
-// grant makes the declaring cluster the holder. The token stays 0 until the
-// store commits the grant.
+// grant makes the declaring cluster the holder, with a lease for the
+// declaring instance. The token stays 0 until the store commits the grant.
 func (m Machine) grant(s *State, d Declaration, at UnixNano) {
 	s.Holder = &Holder{
-		Identity:       d.Cluster,
-		Epoch:          d.Epoch,
-		AcquiredAt:     at,
-		LeaseExpiresAt: at.Add(m.LeaseTTL),
+		Identity:   d.Cluster,
+		Epoch:      d.Epoch,
+		AcquiredAt: at,
+		Instances:  map[string]Lease{d.Instance: {Epoch: d.Epoch, ExpiresAt: at.Add(m.LeaseTTL)}},
 	}
+	s.Holder.summarize()
 	s.Pending = nil
 }
 
@@ -178,20 +189,27 @@ func (m Machine) grant(s *State, d Declaration, at UnixNano) {
 type ReleaseOutcome int
 
 const (
-	// Released means the holder gave the fence up now.
+	// Released means the instance gave its lease up now.
 	Released ReleaseOutcome = iota + 1
-	// AlreadyReleased means the holder had released it before; nothing changes.
+	// AlreadyReleased means the instance had released its lease before;
+	// nothing changes.
 	AlreadyReleased
 	// NotHolder means the releasing cluster does not hold the fence (or nobody
 	// does).
 	NotHolder
-	// ReleaseRegressed means the releasing cluster holds the fence at a higher
-	// epoch than the release names.
+	// ReleaseRegressed means the releasing instance holds its lease at a
+	// higher epoch than the release names.
 	ReleaseRegressed
+	// NoLease means the releasing instance of the holder has no lease: it
+	// never declared, or its lease ended. Nothing changes, and the release
+	// succeeds: what a release promises (this instance does not act as
+	// holder) is already true, and a release retried after its answer was
+	// lost must not fail once the instance's lease ran out.
+	NoLease
 )
 
 var releaseOutcomeNames = map[ReleaseOutcome]string{
-	Released: "released", AlreadyReleased: "already_released", NotHolder: "not_holder", ReleaseRegressed: "regressed",
+	Released: "released", AlreadyReleased: "already_released", NotHolder: "not_holder", ReleaseRegressed: "regressed", NoLease: "no_lease",
 }
 
 func (o ReleaseOutcome) String() string { return releaseOutcomeNames[o] }
@@ -203,27 +221,45 @@ type ReleaseResult struct {
 	Events  []EventType
 }
 
-// Release applies ReleaseFence(r) to s. It never changes s. A bad request
-// returns a *FieldError. Releasing marks the holder released, so a pending
-// takeover is granted on its next declaration; a release is not a
-// declaration and records nothing about the cluster.
-func (Machine) Release(s State, r Release) (ReleaseResult, error) {
+// Release applies ReleaseFence(r) to s at the authority's time now. It never
+// changes s. A bad request returns a *FieldError. Releasing marks the
+// releasing instance's lease released and drops the instances whose lease
+// ended; once every instance left has released, the holder is Released and
+// a pending takeover is granted on its next declaration. The epoch is
+// checked against the instance's own: an old pod of a rollout, at the epoch
+// it declared, may release its lease after a new pod raised the holder's
+// epoch. A release is not a declaration and records nothing about the
+// cluster.
+func (Machine) Release(s State, r Release, now time.Time) (ReleaseResult, error) {
 	r.Domain = Normalize(r.Domain)
 	if err := r.Validate(); err != nil {
 		return ReleaseResult{}, err
 	}
+	at := At(now)
 	next := s.Clone()
+	next.Holder.Upgrade()
 	result := ReleaseResult{State: next}
-	switch h := next.Holder; {
+	h := next.Holder
+	var lease Lease
+	var leased bool
+	if h != nil {
+		lease, leased = h.Instances[r.Instance]
+	}
+	switch {
 	case h == nil || h.UID != r.ClusterUID:
 		result.Outcome = NotHolder
-	case r.Epoch < h.Epoch:
+	case !leased || at >= lease.ExpiresAt:
+		result.Outcome = NoLease
+	case r.Epoch < lease.Epoch:
 		result.Outcome = ReleaseRegressed
-	case h.Released:
+	case lease.Released:
 		result.Outcome = AlreadyReleased
 	default:
 		result.Outcome = Released
-		h.Released = true
+		lease.Released = true
+		h.Instances[r.Instance] = lease
+		h.prune(at)
+		h.summarize()
 	}
 	result.Events = Changes(s, next)
 	return result, nil

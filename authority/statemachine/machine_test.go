@@ -21,13 +21,48 @@ var (
 // at is t0 moved by d, as stored.
 func at(d time.Duration) UnixNano { return At(t0.Add(d)) }
 
-// holding is a holder granted at t0 with token 10, renewed last at
-// renewedAt (its lease ends ttl later).
+// holding is a holder granted at t0 with token 10, whose one instance ""
+// renewed last at renewedAt (its lease ends ttl later).
 func holding(c Identity, epoch uint64, renewedAt time.Duration) *Holder {
-	return &Holder{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, AcquiredAt: at(0), LeaseExpiresAt: at(renewedAt + ttl), Token: 10}
+	return instances(&Holder{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, AcquiredAt: at(0), Token: 10},
+		map[string]Lease{"": lease(epoch, renewedAt)})
 }
 
-func released(h *Holder) *Holder { h.Released = true; return h }
+// grantedAt is the holder a grant to instance "" of c makes at acquiredAt,
+// before the store gives it a token.
+func grantedAt(c Identity, epoch uint64, acquiredAt time.Duration) *Holder {
+	return instances(&Holder{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, AcquiredAt: at(acquiredAt)},
+		map[string]Lease{"": lease(epoch, acquiredAt)})
+}
+
+// instances gives h these instance leases, and the sums of them.
+func instances(h *Holder, leases map[string]Lease) *Holder {
+	h.Instances = leases
+	h.summarize()
+	return h
+}
+
+// lease is an instance's lease at epoch, renewed last at renewedAt.
+func lease(epoch uint64, renewedAt time.Duration) Lease {
+	return Lease{Epoch: epoch, ExpiresAt: at(renewedAt + ttl)}
+}
+
+// releasedLease is lease, released.
+func releasedLease(epoch uint64, renewedAt time.Duration) Lease {
+	l := lease(epoch, renewedAt)
+	l.Released = true
+	return l
+}
+
+// released marks every instance of h released.
+func released(h *Holder) *Holder {
+	for name, l := range h.Instances {
+		l.Released = true
+		h.Instances[name] = l
+	}
+	h.summarize()
+	return h
+}
 
 func pendingAt(c Identity, epoch uint64, requestedAt time.Duration) *Pending {
 	return &Pending{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, RequestedAt: at(requestedAt)}
@@ -44,6 +79,11 @@ func seen(clusters map[Identity]uint64) map[string]Cluster {
 
 func declare(c Identity, epoch uint64) Declaration {
 	return Declaration{Cluster: c, Epoch: epoch}
+}
+
+// declareAs is a declaration by one instance of c.
+func declareAs(c Identity, epoch uint64, instance string) Declaration {
+	return Declaration{Cluster: c, Epoch: epoch, Instance: instance}
 }
 
 func TestDeclare(t *testing.T) {
@@ -76,7 +116,15 @@ func TestDeclare(t *testing.T) {
 		"1: epoch 0":                   {decl: declare(east, 0), wantErrField: "epoch"},
 		"1: domain not a DNS label":    {decl: Declaration{Domain: "Prod.Fence", Cluster: east, Epoch: 1}, wantErrField: "domain"},
 		"1: domain with an underscore": {decl: Declaration{Domain: "a_b", Cluster: east, Epoch: 1}, wantErrField: "domain"},
-		"1: named domain is accepted":  {decl: Declaration{Domain: "payments", Cluster: east, Epoch: 1}, want: Answer{Outcome: Granted, Grant: GrantFirst}, wantHolder: &Holder{Identity: Identity{Name: "east", UID: "uid-east"}, Epoch: 1, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)}, wantEvents: []EventType{HolderChanged}},
+		"1: instance with a space":     {decl: declareAs(east, 1, "pod 1"), wantErrField: "instance"},
+		"1: instance far too long":     {decl: declareAs(east, 1, strings.Repeat("p", 254)), wantErrField: "instance"},
+		"1: instance not UTF-8":        {decl: declareAs(east, 1, "pod-\xff"), wantErrField: "instance"},
+		"1: a pod name is an instance": {
+			decl: declareAs(east, 1, "fencegate-6d9f7c5b8-x2x7q"), want: Answer{Outcome: Granted, Grant: GrantFirst},
+			wantHolder: instances(&Holder{Identity: east, Epoch: 1, AcquiredAt: at(0)}, map[string]Lease{"fencegate-6d9f7c5b8-x2x7q": lease(1, 0)}),
+			wantEvents: []EventType{HolderChanged},
+		},
+		"1: named domain is accepted": {decl: Declaration{Domain: "payments", Cluster: east, Epoch: 1}, want: Answer{Outcome: Granted, Grant: GrantFirst}, wantHolder: grantedAt(east, 1, 0), wantEvents: []EventType{HolderChanged}},
 
 		// Case 2: the cluster once declared a higher epoch.
 		"2: regressed below its highest epoch": {
@@ -108,7 +156,7 @@ func TestDeclare(t *testing.T) {
 			decl:        declare(east, 3),
 			now:         time.Second,
 			want:        Answer{Outcome: Granted, Grant: GrantFirst},
-			wantHolder:  &Holder{Identity: Identity{Name: "east", UID: "uid-east"}, Epoch: 3, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
+			wantHolder:  grantedAt(east, 3, time.Second),
 			wantEvents:  []EventType{HolderChanged},
 			wantCluster: &Cluster{Name: "east", HighestEpoch: 3, LastEpoch: 3, LastDeclaredAt: at(time.Second)},
 		},
@@ -116,7 +164,7 @@ func TestDeclare(t *testing.T) {
 			state:      State{Clusters: seen(map[Identity]uint64{east: 2})},
 			decl:       declare(east, 2),
 			want:       Answer{Outcome: Granted, Grant: GrantFirst, HighestEpoch: 2},
-			wantHolder: &Holder{Identity: Identity{Name: "east", UID: "uid-east"}, Epoch: 2, AcquiredAt: at(0), LeaseExpiresAt: at(ttl)},
+			wantHolder: grantedAt(east, 2, 0),
 			wantEvents: []EventType{HolderChanged},
 		},
 
@@ -172,6 +220,51 @@ func TestDeclare(t *testing.T) {
 			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
 			wantHolder: holding(east, 5, time.Second),
 			wantEvents: []EventType{PendingChanged},
+		},
+		"4: a second instance gets a lease of its own": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0)}), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declareAs(east, 3, "b"),
+			now:        5 * time.Second,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 5*time.Second)}),
+		},
+		"4: renewal by one instance does not extend another's lease": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 2*time.Second)}), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declareAs(east, 3, "b"),
+			now:        10 * time.Second,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 10*time.Second)}),
+		},
+		"4: renewal drops the instances whose lease ended, released or not": {
+			state: State{Holder: instances(holding(east, 3, 0), map[string]Lease{
+				"gone": lease(3, 0), "left": releasedLease(3, 0), "leaving": releasedLease(3, 10*time.Second), "b": lease(3, 10*time.Second),
+			}), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declareAs(east, 3, "b"),
+			now:        ttl,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"leaving": releasedLease(3, 10*time.Second), "b": lease(3, ttl)}),
+		},
+		"4: renewal clears only the declaring instance's release": {
+			state:      State{Holder: released(instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 0)})), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declareAs(east, 3, "b"),
+			now:        time.Second,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, time.Second)}),
+		},
+		"4: a new instance of the holder while a takeover is pending is fenced, without a lease": {
+			state:       State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0)}), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:        declareAs(east, 3, "b"),
+			now:         time.Second,
+			want:        Answer{Outcome: Fenced, FenceReason: TakeoverPending, HighestEpoch: 3},
+			wantHolder:  instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0)}),
+			wantPending: pendingAt(west, 5, 0),
+		},
+		"4: a record stored before instances renews as instance \"\"": {
+			state:      State{Holder: &Holder{Identity: east, Epoch: 3, AcquiredAt: at(0), LeaseExpiresAt: at(ttl), Token: 10}, Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declareAs(east, 3, "a"),
+			now:        time.Second,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"": lease(3, 0), "a": lease(3, time.Second)}),
 		},
 		"4: same uid under another name is another cluster": {
 			state:       State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
@@ -273,7 +366,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        time.Second,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterRelease, Previous: released(holding(east, 3, 0)), HighestEpoch: 5},
-			wantHolder: &Holder{Identity: Identity{Name: "west", UID: "uid-west"}, Epoch: 5, AcquiredAt: at(time.Second), LeaseExpiresAt: at(time.Second + ttl)},
+			wantHolder: grantedAt(west, 5, time.Second),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: the holder's lease ended exactly now: granted": {
@@ -281,7 +374,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        ttl,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0), HighestEpoch: 5},
-			wantHolder: &Holder{Identity: Identity{Name: "west", UID: "uid-west"}, Epoch: 5, AcquiredAt: at(ttl), LeaseExpiresAt: at(2 * ttl)},
+			wantHolder: grantedAt(west, 5, ttl),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: lease ended without a pending takeover: granted": {
@@ -289,15 +382,49 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 4),
 			now:        time.Minute,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
-			wantHolder: &Holder{Identity: Identity{Name: "west", UID: "uid-west"}, Epoch: 4, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
+			wantHolder: grantedAt(west, 4, time.Minute),
 			wantEvents: []EventType{HolderChanged},
+		},
+		"6: one instance released, another's lease runs: the takeover waits for it": {
+			state:       State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, 2*time.Second)}), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:        declare(west, 5),
+			now:         4 * time.Second,
+			want:        Answer{Outcome: Acquiring, RetryAfter: ttl - 2*time.Second},
+			wantHolder:  instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, 2*time.Second)}),
+			wantPending: pendingAt(west, 5, 4*time.Second),
+			wantEvents:  []EventType{PendingChanged},
+		},
+		"6: the wait is for the last lease that is not released": {
+			state:       State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 3*time.Second), "c": releasedLease(3, 9*time.Second)}), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:        declare(west, 5),
+			now:         4 * time.Second,
+			want:        Answer{Outcome: Acquiring, RetryAfter: ttl - time.Second},
+			wantHolder:  instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 3*time.Second), "c": releasedLease(3, 9*time.Second)}),
+			wantPending: pendingAt(west, 5, 4*time.Second),
+			wantEvents:  []EventType{PendingChanged},
+		},
+		"6: every instance released: granted at once": {
+			state:      State{Holder: released(instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 2*time.Second)})), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:       declare(west, 5),
+			now:        3 * time.Second,
+			want:       Answer{Outcome: Granted, Grant: GrantAfterRelease, Previous: released(instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 2*time.Second)})), HighestEpoch: 5},
+			wantHolder: grantedAt(west, 5, 3*time.Second),
+			wantEvents: []EventType{HolderChanged, PendingChanged},
+		},
+		"6: one instance released, the other's lease ended exactly now: granted": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, 2*time.Second)}), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
+			decl:       declare(west, 5),
+			now:        ttl + 2*time.Second,
+			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, 2*time.Second)}), HighestEpoch: 5},
+			wantHolder: grantedAt(west, 5, ttl+2*time.Second),
+			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: a higher third cluster wins over a lower pending one once the lease ended": {
 			state:      State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 5, 0), Clusters: seen(map[Identity]uint64{east: 3, west: 5})},
 			decl:       declare(north, 6),
 			now:        time.Minute,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
-			wantHolder: &Holder{Identity: Identity{Name: "north", UID: "uid-north"}, Epoch: 6, AcquiredAt: at(time.Minute), LeaseExpiresAt: at(time.Minute + ttl)},
+			wantHolder: grantedAt(north, 6, time.Minute),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 	}
@@ -351,6 +478,7 @@ func TestRelease(t *testing.T) {
 	tests := map[string]struct {
 		state        State
 		release      Release
+		now          time.Duration // after t0
 		wantErrField string
 		want         ReleaseOutcome
 		wantHolder   *Holder
@@ -392,14 +520,71 @@ func TestRelease(t *testing.T) {
 			want:       ReleaseRegressed,
 			wantHolder: holding(east, 3, 0),
 		},
-		"empty uid":  {release: Release{Epoch: 1}, wantErrField: "cluster_uid"},
-		"epoch 0":    {release: Release{ClusterUID: "u"}, wantErrField: "epoch"},
-		"bad domain": {release: Release{Domain: "-x", ClusterUID: "u", Epoch: 1}, wantErrField: "domain"},
+		"one of two instances releases: the holder is not released": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, time.Second)}), Pending: pendingAt(west, 5, 0)},
+			release:    Release{ClusterUID: east.UID, Epoch: 3, Instance: "a"},
+			now:        2 * time.Second,
+			want:       Released,
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, time.Second)}),
+		},
+		"the last instance releases: the holder is released": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, time.Second)}), Pending: pendingAt(west, 5, 0)},
+			release:    Release{ClusterUID: east.UID, Epoch: 3, Instance: "b"},
+			now:        2 * time.Second,
+			want:       Released,
+			wantHolder: released(instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, time.Second)})),
+			wantEvents: []EventType{HolderReleased},
+		},
+		"a release while the other instance's lease ended: that one is dropped and the holder is released": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 5*time.Second)}), Pending: pendingAt(west, 5, 0)},
+			release:    Release{ClusterUID: east.UID, Epoch: 3, Instance: "b"},
+			now:        ttl,
+			want:       Released,
+			wantHolder: released(instances(holding(east, 3, 0), map[string]Lease{"b": lease(3, 5*time.Second)})),
+			wantEvents: []EventType{HolderReleased},
+		},
+		"an old pod of a rollout releases at the epoch it declared": {
+			state:      State{Holder: instances(holding(east, 4, 0), map[string]Lease{"old": lease(3, 0), "new": lease(4, time.Second)})},
+			release:    Release{ClusterUID: east.UID, Epoch: 3, Instance: "old"},
+			now:        2 * time.Second,
+			want:       Released,
+			wantHolder: instances(holding(east, 4, 0), map[string]Lease{"old": releasedLease(3, 0), "new": lease(4, time.Second)}),
+		},
+		"an instance cannot release below the epoch it declared": {
+			state:      State{Holder: instances(holding(east, 4, 0), map[string]Lease{"old": lease(3, 0), "new": lease(4, time.Second)})},
+			release:    Release{ClusterUID: east.UID, Epoch: 3, Instance: "new"},
+			want:       ReleaseRegressed,
+			wantHolder: instances(holding(east, 4, 0), map[string]Lease{"old": lease(3, 0), "new": lease(4, time.Second)}),
+		},
+		"an instance without a lease: nothing changes": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0)}), Pending: pendingAt(west, 5, 0)},
+			release:    Release{ClusterUID: east.UID, Epoch: 3, Instance: "b"},
+			want:       NoLease,
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0)}),
+		},
+		"an instance whose lease ended: nothing changes": {
+			state:      State{Holder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 10*time.Second)})},
+			release:    Release{ClusterUID: east.UID, Epoch: 3, Instance: "a"},
+			now:        ttl,
+			want:       NoLease,
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 10*time.Second)}),
+		},
+		"a record stored before instances is released by instance \"\"": {
+			state:      State{Holder: &Holder{Identity: east, Epoch: 3, AcquiredAt: at(0), LeaseExpiresAt: at(ttl), Token: 10}},
+			release:    Release{ClusterUID: east.UID, Epoch: 3},
+			want:       Released,
+			wantHolder: released(holding(east, 3, 0)),
+			wantEvents: []EventType{HolderReleased},
+		},
+		"empty uid":    {release: Release{Epoch: 1}, wantErrField: "cluster_uid"},
+		"epoch 0":      {release: Release{ClusterUID: "u"}, wantErrField: "epoch"},
+		"bad domain":   {release: Release{Domain: "-x", ClusterUID: "u", Epoch: 1}, wantErrField: "domain"},
+		"bad instance": {release: Release{ClusterUID: "u", Epoch: 1, Instance: "a\tb"}, wantErrField: "instance"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			before := tc.state.Clone()
-			got, err := machine.Release(tc.state, tc.release)
+			got, err := machine.Release(tc.state, tc.release, t0.Add(tc.now))
 			if diff := cmp.Diff(before, tc.state); diff != "" {
 				t.Errorf("Release changed its input state (-before +after):\n%s", diff)
 			}

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -10,6 +11,10 @@ import (
 // maxUIDLength bounds cluster UIDs (a Kubernetes UID has 36 characters) so
 // a stored record cannot be inflated by one request.
 const maxUIDLength = 128
+
+// maxInstanceLength bounds instance names: a pod name (a DNS subdomain) has
+// at most 253 characters.
+const maxInstanceLength = 253
 
 // Declaration is a DeclareClusterEpoch request.
 type Declaration struct {
@@ -19,6 +24,10 @@ type Declaration struct {
 	Cluster Identity
 	// Epoch is the epoch it declares.
 	Epoch uint64
+	// Instance names the declaring process within the cluster (its pod
+	// name, say); each instance has its own lease. Empty is an instance
+	// too: the one of clients that do not name theirs.
+	Instance string
 }
 
 // Release is a ReleaseFence request.
@@ -27,8 +36,11 @@ type Release struct {
 	Domain string
 	// ClusterUID is the releasing cluster's UID; it must be the holder's.
 	ClusterUID string
-	// Epoch must not be below the holder's epoch.
+	// Epoch must not be below the epoch the instance last declared.
 	Epoch uint64
+	// Instance is the releasing instance of the holder; only its lease is
+	// released.
+	Instance string
 }
 
 // FieldError says which request field is wrong and why. Field is the
@@ -66,7 +78,10 @@ func (d Declaration) Validate() error {
 	if err := validUID(d.Cluster.UID); err != nil {
 		return err
 	}
-	return validEpoch(d.Epoch)
+	if err := validEpoch(d.Epoch); err != nil {
+		return err
+	}
+	return validInstance(d.Instance)
 }
 
 // Validate checks every field of r and returns a *FieldError for the first
@@ -78,7 +93,10 @@ func (r Release) Validate() error {
 	if err := validUID(r.ClusterUID); err != nil {
 		return err
 	}
-	return validEpoch(r.Epoch)
+	if err := validEpoch(r.Epoch); err != nil {
+		return err
+	}
+	return validInstance(r.Instance)
 }
 
 func dnsLabel(field, value string) error {
@@ -97,10 +115,30 @@ func validUID(uid string) error {
 		return &FieldError{Field: "cluster_uid", Problem: "must not be empty (it is the UID of the cluster's kube-system Namespace)"}
 	case len(uid) > maxUIDLength:
 		return &FieldError{Field: "cluster_uid", Problem: fmt.Sprintf("is %d characters long, more than the %d allowed", len(uid), maxUIDLength)}
-	case strings.ContainsFunc(uid, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+	case hasSpaceOrControl(uid):
 		return &FieldError{Field: "cluster_uid", Problem: fmt.Sprintf("%q contains spaces or control characters", uid)}
 	}
 	return nil
+}
+
+// validInstance checks an instance name: it may be empty, but it is kept in
+// the record and shown in messages, so it is bounded and printable.
+func validInstance(instance string) error {
+	switch {
+	case len(instance) > maxInstanceLength:
+		return &FieldError{Field: "instance", Problem: fmt.Sprintf("is %d characters long, more than the %d allowed", len(instance), maxInstanceLength)}
+	case !utf8.ValidString(instance):
+		return &FieldError{Field: "instance", Problem: fmt.Sprintf("%q is not valid UTF-8", instance)}
+	case hasSpaceOrControl(instance):
+		return &FieldError{Field: "instance", Problem: fmt.Sprintf("%q contains spaces or control characters", instance)}
+	}
+	return nil
+}
+
+// hasSpaceOrControl reports whether s has a space, a control character or
+// DEL, none of which belong in a UID or an instance name.
+func hasSpaceOrControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
 func validEpoch(epoch uint64) error {

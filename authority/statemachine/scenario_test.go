@@ -28,6 +28,20 @@ func releaseStep(at time.Duration, c Identity, epoch uint64) step {
 	return step{at: at, release: &Release{ClusterUID: c.UID, Epoch: epoch}}
 }
 
+// by makes the step's request come from one instance of its cluster.
+func (s step) by(instance string) step {
+	if s.declare != nil {
+		d := *s.declare
+		d.Instance = instance
+		s.declare = &d
+	} else {
+		r := *s.release
+		r.Instance = instance
+		s.release = &r
+	}
+	return s
+}
+
 func (s step) expect(want Outcome, holder, pending string, events ...EventType) step {
 	s.want, s.wantHolder, s.wantPending, s.wantEvents = want, holder, pending, events
 	return s
@@ -70,11 +84,52 @@ func TestScenarios(t *testing.T) {
 			releaseStep(2*time.Second, west, 2).expectRelease(Released, "west", "", HolderReleased),
 			declareStep(2*time.Second, east, 3).expect(Granted, "east", "", HolderChanged),
 		},
+		"two pods of the holder: the takeover waits until both released": {
+			declareStep(0, east, 7).by("east-a").expect(Granted, "east", "", HolderChanged),
+			declareStep(time.Second, east, 7).by("east-b").expect(Renewed, "east", ""),
+			declareStep(2*time.Second, west, 8).expect(Acquiring, "east", "west", PendingChanged),
+			declareStep(3*time.Second, east, 7).by("east-a").expect(Fenced, "east", "west"),
+			releaseStep(3*time.Second, east, 7).by("east-a").expectRelease(Released, "east", "west"),
+			declareStep(4*time.Second, west, 8).expect(Acquiring, "east", "west"),
+			declareStep(5*time.Second, east, 7).by("east-b").expect(Fenced, "east", "west"),
+			releaseStep(5*time.Second, east, 7).by("east-b").expectRelease(Released, "east", "west", HolderReleased),
+			declareStep(5*time.Second, west, 8).expect(Granted, "west", "", HolderChanged, PendingChanged),
+		},
+		"two pods of the holder, one partitioned: the takeover waits out its lease": {
+			declareStep(0, east, 7).by("east-a").expect(Granted, "east", "", HolderChanged),
+			declareStep(2*time.Second, east, 7).by("east-b").expect(Renewed, "east", ""),
+			declareStep(3*time.Second, west, 8).expect(Acquiring, "east", "west", PendingChanged),
+			declareStep(4*time.Second, east, 7).by("east-a").expect(Fenced, "east", "west"),
+			releaseStep(4*time.Second, east, 7).by("east-a").expectRelease(Released, "east", "west"),
+			declareStep(16*time.Second, west, 8).expect(Acquiring, "east", "west"),
+			declareStep(17*time.Second, west, 8).expect(Granted, "west", "", HolderChanged, PendingChanged),
+		},
+		"a new pod of the holder while a takeover is pending does not keep the fence": {
+			declareStep(0, east, 7).by("east-a").expect(Granted, "east", "", HolderChanged),
+			declareStep(time.Second, west, 8).expect(Acquiring, "east", "west", PendingChanged),
+			declareStep(2*time.Second, east, 7).by("east-b").expect(Fenced, "east", "west"),
+			releaseStep(2*time.Second, east, 7).by("east-b").expectRelease(NoLease, "east", "west"),
+			declareStep(3*time.Second, east, 7).by("east-a").expect(Fenced, "east", "west"),
+			releaseStep(3*time.Second, east, 7).by("east-a").expectRelease(Released, "east", "west", HolderReleased),
+			declareStep(3*time.Second, west, 8).expect(Granted, "west", "", HolderChanged, PendingChanged),
+		},
+		"a rollout: the old pod releases at its own epoch when it stops": {
+			declareStep(0, east, 7).by("east-old").expect(Granted, "east", "", HolderChanged),
+			declareStep(time.Second, east, 8).by("east-new").expect(Renewed, "east", ""),
+			declareStep(2*time.Second, east, 7).by("east-old").expect(Regressed, "east", ""),
+			releaseStep(2*time.Second, east, 7).by("east-old").expectRelease(Released, "east", ""),
+			declareStep(3*time.Second, west, 9).expect(Acquiring, "east", "west", PendingChanged),
+			declareStep(3*time.Second, east, 8).by("east-new").expect(Fenced, "east", "west"),
+			releaseStep(3*time.Second, east, 8).by("east-new").expectRelease(Released, "east", "west", HolderReleased),
+			declareStep(3*time.Second, west, 9).expect(Granted, "west", "", HolderChanged, PendingChanged),
+		},
 		"a restored cluster with its old uid is refused": {
 			declareStep(0, east, 7).expect(Granted, "east", "", HolderChanged),
 			declareStep(time.Minute, west, 8).expect(Granted, "west", "", HolderChanged),
-			declareStep(2*time.Minute, east, 5).expect(Regressed, "west", ""),
-			releaseStep(2*time.Minute, west, 7).expectRelease(ReleaseRegressed, "west", ""),
+			declareStep(time.Minute+time.Second, east, 5).expect(Regressed, "west", ""),
+			releaseStep(time.Minute+time.Second, west, 7).expectRelease(ReleaseRegressed, "west", ""),
+			// Once west's lease ended, it has nothing left to release.
+			releaseStep(2*time.Minute, west, 7).expectRelease(NoLease, "west", ""),
 		},
 	}
 	machine := Machine{LeaseTTL: ttl}
@@ -94,7 +149,7 @@ func TestScenarios(t *testing.T) {
 					}
 					state, events = got.State, got.Events
 				} else {
-					got, err := machine.Release(state, *s.release)
+					got, err := machine.Release(state, *s.release, t0.Add(s.at))
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}

@@ -39,6 +39,12 @@ type State struct {
 }
 
 // Holder is the cluster that holds the fence.
+//
+// A cluster runs several processes that declare (the replicas of its
+// fencegate, and the old and new pods of a rollout), each of which acts as
+// holder on its own answers. So each one, an instance, has its own lease:
+// the fence may move to another cluster only once no instance can still
+// believe it is active, because each one released or its lease ended.
 type Holder struct {
 	// Identity names the cluster; a declaration comes from the holder only
 	// when both its name and UID match.
@@ -47,17 +53,102 @@ type Holder struct {
 	Epoch uint64 `json:"epoch"`
 	// AcquiredAt is when the fence was granted to this holder.
 	AcquiredAt UnixNano `json:"acquired_at_ns"`
-	// LeaseExpiresAt is when the lease ends unless it is renewed, by the
-	// authority's clock.
+	// Instances are the leases of the holder's instances, by instance
+	// name. The machine keeps at least one: an instance is dropped only
+	// once its lease ended, when another one declares or releases.
+	Instances map[string]Lease `json:"instances,omitempty"`
+	// LeaseExpiresAt sums the instances up: the latest end of a lease
+	// among the instances that have not released (among all instances
+	// once every one released), by the authority's clock. The machine
+	// keeps it in step with Instances; it is stored so that the record
+	// reads the same for tools and versions that know one lease only.
 	LeaseExpiresAt UnixNano `json:"lease_expires_at_ns"`
-	// Released is set once the holder gave the fence up; its next
-	// declaration clears it unless a takeover is pending.
+	// Released sums the instances up: every instance gave the fence up.
 	Released bool `json:"released,omitempty"`
 	// Token is the fencing token of this grant. The store assigns it when
 	// it commits the grant (the etcd revision of that commit) and keeps it
 	// outside the record, so a state returned by the machine carries 0 for
 	// a grant that is not stored yet.
 	Token uint64 `json:"-"`
+}
+
+// Lease is the lease of one instance of the holder.
+type Lease struct {
+	// Epoch is the epoch of the instance's last accepted declaration.
+	Epoch uint64 `json:"epoch"`
+	// ExpiresAt is when the lease ends unless the instance renews it, by
+	// the authority's clock.
+	ExpiresAt UnixNano `json:"lease_expires_at_ns"`
+	// Released is set once the instance gave its lease up; its next
+	// declaration clears it unless a takeover is pending.
+	Released bool `json:"released,omitempty"`
+}
+
+// ended reports whether the lease can no longer make its instance act as
+// holder at time at: it was released, or it ran out.
+func (l Lease) ended(at UnixNano) bool { return l.Released || at >= l.ExpiresAt }
+
+// Free reports whether no instance of the holder may still believe it is
+// active at time at: each one released its lease or the lease ran out.
+// Only then may the fence move to another cluster.
+func (h *Holder) Free(at UnixNano) bool {
+	for _, l := range h.Instances {
+		if !l.ended(at) {
+			return false
+		}
+	}
+	return true
+}
+
+// lastLeaseEnd is when the last lease that is neither released nor over at
+// time at ends; at itself when the holder is free.
+func (h *Holder) lastLeaseEnd(at UnixNano) UnixNano {
+	last := at
+	for _, l := range h.Instances {
+		if !l.ended(at) {
+			last = max(last, l.ExpiresAt)
+		}
+	}
+	return last
+}
+
+// prune drops the instances whose lease ran out by time at, released or
+// not: they cannot act as holder any more, and every start of a process is
+// a new instance, so the record would otherwise grow with every restart.
+func (h *Holder) prune(at UnixNano) {
+	for name, l := range h.Instances {
+		if at >= l.ExpiresAt {
+			delete(h.Instances, name)
+		}
+	}
+}
+
+// summarize sets LeaseExpiresAt and Released from the instances.
+func (h *Holder) summarize() {
+	var latest, latestUnreleased UnixNano
+	released := true
+	for _, l := range h.Instances {
+		latest = max(latest, l.ExpiresAt)
+		if !l.Released {
+			released = false
+			latestUnreleased = max(latestUnreleased, l.ExpiresAt)
+		}
+	}
+	h.Released = released
+	h.LeaseExpiresAt = latestUnreleased
+	if released {
+		h.LeaseExpiresAt = latest
+	}
+}
+
+// Upgrade gives a holder stored before instances had leases of their own
+// (no Instances) its one lease as the lease of instance "": the instance
+// of clients that do not name one, as every client before did.
+func (h *Holder) Upgrade() {
+	if h == nil || len(h.Instances) > 0 {
+		return
+	}
+	h.Instances = map[string]Lease{"": {Epoch: h.Epoch, ExpiresAt: h.LeaseExpiresAt, Released: h.Released}}
 }
 
 // Pending is a cluster waiting to take the fence over.
@@ -99,6 +190,7 @@ func (s State) Clone() State {
 	out := State{}
 	if s.Holder != nil {
 		h := *s.Holder
+		h.Instances = maps.Clone(h.Instances)
 		out.Holder = &h
 	}
 	if s.Pending != nil {

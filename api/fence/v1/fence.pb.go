@@ -39,7 +39,8 @@ const (
 	FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED FenceEventType = 2
 	// A takeover became pending, or a pending takeover changed or ended.
 	FenceEventType_FENCE_EVENT_TYPE_PENDING_CHANGED FenceEventType = 3
-	// The holder released the fence.
+	// Every instance of the holder released the fence, or released it while
+	// the others' leases had ended.
 	FenceEventType_FENCE_EVENT_TYPE_RELEASED FenceEventType = 4
 )
 
@@ -89,6 +90,11 @@ func (FenceEventType) EnumDescriptor() ([]byte, []int) {
 }
 
 // Holder is the cluster that holds the fence.
+//
+// Every process of the holder (each pod of fencegate in the holding cluster)
+// declares as its own instance and has its own lease: the fence moves to
+// another cluster only once no instance may still believe it is active,
+// because each one released or its lease ended.
 type Holder struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Name of the holding cluster (a DNS label).
@@ -97,14 +103,19 @@ type Holder struct {
 	ClusterUid string `protobuf:"bytes,2,opt,name=cluster_uid,json=clusterUid,proto3" json:"cluster_uid,omitempty"`
 	// Epoch the holder declared last.
 	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// When the holder's lease ends unless it is renewed.
+	// When the holder's lease ends unless it is renewed: the latest lease end
+	// among the instances that have not released (among all of them once
+	// every instance released).
 	LeaseExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_expire_time,json=leaseExpireTime,proto3" json:"lease_expire_time,omitempty"`
 	// The fencing token: strictly increases each time the fence changes hands.
 	Token uint64 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"`
-	// True once the holder released the fence.
+	// True once every instance of the holder released the fence.
 	Released bool `protobuf:"varint,6,opt,name=released,proto3" json:"released,omitempty"`
 	// When this holder was granted the fence.
-	AcquireTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquire_time,json=acquireTime,proto3" json:"acquire_time,omitempty"`
+	AcquireTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquire_time,json=acquireTime,proto3" json:"acquire_time,omitempty"`
+	// The holder's instances, ordered by name. An instance whose lease ended
+	// is dropped when the holder next declares or releases.
+	Instances     []*InstanceLease `protobuf:"bytes,8,rep,name=instances,proto3" json:"instances,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -188,6 +199,87 @@ func (x *Holder) GetAcquireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Holder) GetInstances() []*InstanceLease {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+// InstanceLease is the lease of one instance of the holder.
+type InstanceLease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the instance within its cluster (e.g. the pod name); may be
+	// empty, as for clients that do not name their instance.
+	Instance string `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	// Epoch the instance declared last.
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// When the instance's lease ends unless it is renewed.
+	LeaseExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=lease_expire_time,json=leaseExpireTime,proto3" json:"lease_expire_time,omitempty"`
+	// True once the instance released its lease.
+	Released      bool `protobuf:"varint,4,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceLease) Reset() {
+	*x = InstanceLease{}
+	mi := &file_fence_v1_fence_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceLease) ProtoMessage() {}
+
+func (x *InstanceLease) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceLease.ProtoReflect.Descriptor instead.
+func (*InstanceLease) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InstanceLease) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *InstanceLease) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *InstanceLease) GetLeaseExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpireTime
+	}
+	return nil
+}
+
+func (x *InstanceLease) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
 // PendingTakeover is a cluster with a higher epoch that waits for the holder's
 // lease to end or for the holder to release the fence.
 type PendingTakeover struct {
@@ -206,7 +298,7 @@ type PendingTakeover struct {
 
 func (x *PendingTakeover) Reset() {
 	*x = PendingTakeover{}
-	mi := &file_fence_v1_fence_proto_msgTypes[1]
+	mi := &file_fence_v1_fence_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +310,7 @@ func (x *PendingTakeover) String() string {
 func (*PendingTakeover) ProtoMessage() {}
 
 func (x *PendingTakeover) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[1]
+	mi := &file_fence_v1_fence_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +323,7 @@ func (x *PendingTakeover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTakeover.ProtoReflect.Descriptor instead.
 func (*PendingTakeover) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{1}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PendingTakeover) GetClusterName() string {
@@ -281,7 +373,7 @@ type ClusterRecord struct {
 
 func (x *ClusterRecord) Reset() {
 	*x = ClusterRecord{}
-	mi := &file_fence_v1_fence_proto_msgTypes[2]
+	mi := &file_fence_v1_fence_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +385,7 @@ func (x *ClusterRecord) String() string {
 func (*ClusterRecord) ProtoMessage() {}
 
 func (x *ClusterRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[2]
+	mi := &file_fence_v1_fence_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +398,7 @@ func (x *ClusterRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRecord.ProtoReflect.Descriptor instead.
 func (*ClusterRecord) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{2}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ClusterRecord) GetClusterName() string {
@@ -365,7 +457,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_fence_v1_fence_proto_msgTypes[3]
+	mi := &file_fence_v1_fence_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +469,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[3]
+	mi := &file_fence_v1_fence_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +482,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{3}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Fence) GetDomain() string {
@@ -445,14 +537,19 @@ type DeclareClusterEpochRequest struct {
 	// UID of the cluster's kube-system Namespace.
 	ClusterUid string `protobuf:"bytes,3,opt,name=cluster_uid,json=clusterUid,proto3" json:"cluster_uid,omitempty"`
 	// The epoch the cluster declares (at least 1).
-	Epoch         uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Names the declaring process within its cluster, e.g. its pod name; each
+	// instance has its own lease. Empty is a valid instance (clients that do
+	// not name one). At most 253 characters, without spaces or control
+	// characters.
+	Instance      string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeclareClusterEpochRequest) Reset() {
 	*x = DeclareClusterEpochRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[4]
+	mi := &file_fence_v1_fence_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +561,7 @@ func (x *DeclareClusterEpochRequest) String() string {
 func (*DeclareClusterEpochRequest) ProtoMessage() {}
 
 func (x *DeclareClusterEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[4]
+	mi := &file_fence_v1_fence_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +574,7 @@ func (x *DeclareClusterEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareClusterEpochRequest.ProtoReflect.Descriptor instead.
 func (*DeclareClusterEpochRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{4}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeclareClusterEpochRequest) GetDomain() string {
@@ -508,6 +605,13 @@ func (x *DeclareClusterEpochRequest) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *DeclareClusterEpochRequest) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
 // DeclareClusterEpochResponse grants or renews the fence.
 type DeclareClusterEpochResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -523,7 +627,7 @@ type DeclareClusterEpochResponse struct {
 
 func (x *DeclareClusterEpochResponse) Reset() {
 	*x = DeclareClusterEpochResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[5]
+	mi := &file_fence_v1_fence_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +639,7 @@ func (x *DeclareClusterEpochResponse) String() string {
 func (*DeclareClusterEpochResponse) ProtoMessage() {}
 
 func (x *DeclareClusterEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[5]
+	mi := &file_fence_v1_fence_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +652,7 @@ func (x *DeclareClusterEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareClusterEpochResponse.ProtoReflect.Descriptor instead.
 func (*DeclareClusterEpochResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{5}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeclareClusterEpochResponse) GetHolder() *Holder {
@@ -572,22 +676,27 @@ func (x *DeclareClusterEpochResponse) GetToken() uint64 {
 	return 0
 }
 
-// ReleaseFenceRequest gives up the fence.
+// ReleaseFenceRequest gives up the lease of one instance of the holder.
 type ReleaseFenceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The fence's domain; empty means "default".
 	Domain string `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
 	// UID of the releasing cluster; it must be the holder.
 	ClusterUid string `protobuf:"bytes,2,opt,name=cluster_uid,json=clusterUid,proto3" json:"cluster_uid,omitempty"`
-	// Epoch of the releasing cluster; it must not be below the holder's epoch.
-	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Epoch of the releasing instance; it must not be below the epoch that
+	// instance last declared.
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The releasing instance of the holder, as it declared itself. For the
+	// holder cluster, releasing an instance that holds no lease (it never
+	// declared, or its lease ended) changes nothing and succeeds.
+	Instance      string `protobuf:"bytes,4,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReleaseFenceRequest) Reset() {
 	*x = ReleaseFenceRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[6]
+	mi := &file_fence_v1_fence_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +708,7 @@ func (x *ReleaseFenceRequest) String() string {
 func (*ReleaseFenceRequest) ProtoMessage() {}
 
 func (x *ReleaseFenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[6]
+	mi := &file_fence_v1_fence_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +721,7 @@ func (x *ReleaseFenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseFenceRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseFenceRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{6}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReleaseFenceRequest) GetDomain() string {
@@ -636,6 +745,13 @@ func (x *ReleaseFenceRequest) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *ReleaseFenceRequest) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
 // ReleaseFenceResponse is the fence after the release.
 type ReleaseFenceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -647,7 +763,7 @@ type ReleaseFenceResponse struct {
 
 func (x *ReleaseFenceResponse) Reset() {
 	*x = ReleaseFenceResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[7]
+	mi := &file_fence_v1_fence_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +775,7 @@ func (x *ReleaseFenceResponse) String() string {
 func (*ReleaseFenceResponse) ProtoMessage() {}
 
 func (x *ReleaseFenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[7]
+	mi := &file_fence_v1_fence_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +788,7 @@ func (x *ReleaseFenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseFenceResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseFenceResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{7}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReleaseFenceResponse) GetFence() *Fence {
@@ -693,7 +809,7 @@ type GetFenceRequest struct {
 
 func (x *GetFenceRequest) Reset() {
 	*x = GetFenceRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[8]
+	mi := &file_fence_v1_fence_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +821,7 @@ func (x *GetFenceRequest) String() string {
 func (*GetFenceRequest) ProtoMessage() {}
 
 func (x *GetFenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[8]
+	mi := &file_fence_v1_fence_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +834,7 @@ func (x *GetFenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFenceRequest.ProtoReflect.Descriptor instead.
 func (*GetFenceRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{8}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetFenceRequest) GetDomain() string {
@@ -739,7 +855,7 @@ type GetFenceResponse struct {
 
 func (x *GetFenceResponse) Reset() {
 	*x = GetFenceResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[9]
+	mi := &file_fence_v1_fence_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +867,7 @@ func (x *GetFenceResponse) String() string {
 func (*GetFenceResponse) ProtoMessage() {}
 
 func (x *GetFenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[9]
+	mi := &file_fence_v1_fence_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +880,7 @@ func (x *GetFenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFenceResponse.ProtoReflect.Descriptor instead.
 func (*GetFenceResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{9}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetFenceResponse) GetFence() *Fence {
@@ -785,7 +901,7 @@ type WatchFenceRequest struct {
 
 func (x *WatchFenceRequest) Reset() {
 	*x = WatchFenceRequest{}
-	mi := &file_fence_v1_fence_proto_msgTypes[10]
+	mi := &file_fence_v1_fence_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +913,7 @@ func (x *WatchFenceRequest) String() string {
 func (*WatchFenceRequest) ProtoMessage() {}
 
 func (x *WatchFenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[10]
+	mi := &file_fence_v1_fence_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +926,7 @@ func (x *WatchFenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFenceRequest.ProtoReflect.Descriptor instead.
 func (*WatchFenceRequest) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{10}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchFenceRequest) GetDomain() string {
@@ -833,7 +949,7 @@ type WatchFenceResponse struct {
 
 func (x *WatchFenceResponse) Reset() {
 	*x = WatchFenceResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[11]
+	mi := &file_fence_v1_fence_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +961,7 @@ func (x *WatchFenceResponse) String() string {
 func (*WatchFenceResponse) ProtoMessage() {}
 
 func (x *WatchFenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[11]
+	mi := &file_fence_v1_fence_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +974,7 @@ func (x *WatchFenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFenceResponse.ProtoReflect.Descriptor instead.
 func (*WatchFenceResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{11}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchFenceResponse) GetType() FenceEventType {
@@ -879,7 +995,7 @@ var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
-	"\x14fence/v1/fence.proto\x12\x12fencegate.fence.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x02\n" +
+	"\x14fence/v1/fence.proto\x12\x12fencegate.fence.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x02\n" +
 	"\x06Holder\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
@@ -888,7 +1004,13 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x11lease_expire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\x12\x14\n" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x1a\n" +
 	"\breleased\x18\x06 \x01(\bR\breleased\x12=\n" +
-	"\facquire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\"\xaa\x01\n" +
+	"\facquire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\x12?\n" +
+	"\tinstances\x18\b \x03(\v2!.fencegate.fence.v1.InstanceLeaseR\tinstances\"\xa5\x01\n" +
+	"\rInstanceLease\x12\x1a\n" +
+	"\binstance\x18\x01 \x01(\tR\binstance\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12F\n" +
+	"\x11lease_expire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\x12\x1a\n" +
+	"\breleased\x18\x04 \x01(\bR\breleased\"\xaa\x01\n" +
 	"\x0fPendingTakeover\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
@@ -909,22 +1031,24 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\apending\x18\x03 \x01(\v2#.fencegate.fence.v1.PendingTakeoverR\apending\x12=\n" +
 	"\bclusters\x18\x04 \x03(\v2!.fencegate.fence.v1.ClusterRecordR\bclusters\x126\n" +
 	"\tlease_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x1a\n" +
-	"\brevision\x18\x06 \x01(\x03R\brevision\"\x8e\x01\n" +
+	"\brevision\x18\x06 \x01(\x03R\brevision\"\xaa\x01\n" +
 	"\x1aDeclareClusterEpochRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vcluster_uid\x18\x03 \x01(\tR\n" +
 	"clusterUid\x12\x14\n" +
-	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"\x9f\x01\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1a\n" +
+	"\binstance\x18\x05 \x01(\tR\binstance\"\x9f\x01\n" +
 	"\x1bDeclareClusterEpochResponse\x122\n" +
 	"\x06holder\x18\x01 \x01(\v2\x1a.fencegate.fence.v1.HolderR\x06holder\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"d\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\x80\x01\n" +
 	"\x13ReleaseFenceRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
 	"clusterUid\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"G\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1a\n" +
+	"\binstance\x18\x04 \x01(\tR\binstance\"G\n" +
 	"\x14ReleaseFenceResponse\x12/\n" +
 	"\x05fence\x18\x01 \x01(\v2\x19.fencegate.fence.v1.FenceR\x05fence\")\n" +
 	"\x0fGetFenceRequest\x12\x16\n" +
@@ -962,52 +1086,55 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 }
 
 var file_fence_v1_fence_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(FenceEventType)(0),                 // 0: fencegate.fence.v1.FenceEventType
 	(*Holder)(nil),                      // 1: fencegate.fence.v1.Holder
-	(*PendingTakeover)(nil),             // 2: fencegate.fence.v1.PendingTakeover
-	(*ClusterRecord)(nil),               // 3: fencegate.fence.v1.ClusterRecord
-	(*Fence)(nil),                       // 4: fencegate.fence.v1.Fence
-	(*DeclareClusterEpochRequest)(nil),  // 5: fencegate.fence.v1.DeclareClusterEpochRequest
-	(*DeclareClusterEpochResponse)(nil), // 6: fencegate.fence.v1.DeclareClusterEpochResponse
-	(*ReleaseFenceRequest)(nil),         // 7: fencegate.fence.v1.ReleaseFenceRequest
-	(*ReleaseFenceResponse)(nil),        // 8: fencegate.fence.v1.ReleaseFenceResponse
-	(*GetFenceRequest)(nil),             // 9: fencegate.fence.v1.GetFenceRequest
-	(*GetFenceResponse)(nil),            // 10: fencegate.fence.v1.GetFenceResponse
-	(*WatchFenceRequest)(nil),           // 11: fencegate.fence.v1.WatchFenceRequest
-	(*WatchFenceResponse)(nil),          // 12: fencegate.fence.v1.WatchFenceResponse
-	(*timestamppb.Timestamp)(nil),       // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 14: google.protobuf.Duration
+	(*InstanceLease)(nil),               // 2: fencegate.fence.v1.InstanceLease
+	(*PendingTakeover)(nil),             // 3: fencegate.fence.v1.PendingTakeover
+	(*ClusterRecord)(nil),               // 4: fencegate.fence.v1.ClusterRecord
+	(*Fence)(nil),                       // 5: fencegate.fence.v1.Fence
+	(*DeclareClusterEpochRequest)(nil),  // 6: fencegate.fence.v1.DeclareClusterEpochRequest
+	(*DeclareClusterEpochResponse)(nil), // 7: fencegate.fence.v1.DeclareClusterEpochResponse
+	(*ReleaseFenceRequest)(nil),         // 8: fencegate.fence.v1.ReleaseFenceRequest
+	(*ReleaseFenceResponse)(nil),        // 9: fencegate.fence.v1.ReleaseFenceResponse
+	(*GetFenceRequest)(nil),             // 10: fencegate.fence.v1.GetFenceRequest
+	(*GetFenceResponse)(nil),            // 11: fencegate.fence.v1.GetFenceResponse
+	(*WatchFenceRequest)(nil),           // 12: fencegate.fence.v1.WatchFenceRequest
+	(*WatchFenceResponse)(nil),          // 13: fencegate.fence.v1.WatchFenceResponse
+	(*timestamppb.Timestamp)(nil),       // 14: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 15: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	13, // 0: fencegate.fence.v1.Holder.lease_expire_time:type_name -> google.protobuf.Timestamp
-	13, // 1: fencegate.fence.v1.Holder.acquire_time:type_name -> google.protobuf.Timestamp
-	13, // 2: fencegate.fence.v1.PendingTakeover.request_time:type_name -> google.protobuf.Timestamp
-	13, // 3: fencegate.fence.v1.ClusterRecord.last_declare_time:type_name -> google.protobuf.Timestamp
-	1,  // 4: fencegate.fence.v1.Fence.holder:type_name -> fencegate.fence.v1.Holder
-	2,  // 5: fencegate.fence.v1.Fence.pending:type_name -> fencegate.fence.v1.PendingTakeover
-	3,  // 6: fencegate.fence.v1.Fence.clusters:type_name -> fencegate.fence.v1.ClusterRecord
-	14, // 7: fencegate.fence.v1.Fence.lease_ttl:type_name -> google.protobuf.Duration
-	1,  // 8: fencegate.fence.v1.DeclareClusterEpochResponse.holder:type_name -> fencegate.fence.v1.Holder
-	14, // 9: fencegate.fence.v1.DeclareClusterEpochResponse.lease_ttl:type_name -> google.protobuf.Duration
-	4,  // 10: fencegate.fence.v1.ReleaseFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
-	4,  // 11: fencegate.fence.v1.GetFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
-	0,  // 12: fencegate.fence.v1.WatchFenceResponse.type:type_name -> fencegate.fence.v1.FenceEventType
-	4,  // 13: fencegate.fence.v1.WatchFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
-	5,  // 14: fencegate.fence.v1.FenceService.DeclareClusterEpoch:input_type -> fencegate.fence.v1.DeclareClusterEpochRequest
-	7,  // 15: fencegate.fence.v1.FenceService.ReleaseFence:input_type -> fencegate.fence.v1.ReleaseFenceRequest
-	9,  // 16: fencegate.fence.v1.FenceService.GetFence:input_type -> fencegate.fence.v1.GetFenceRequest
-	11, // 17: fencegate.fence.v1.FenceService.WatchFence:input_type -> fencegate.fence.v1.WatchFenceRequest
-	6,  // 18: fencegate.fence.v1.FenceService.DeclareClusterEpoch:output_type -> fencegate.fence.v1.DeclareClusterEpochResponse
-	8,  // 19: fencegate.fence.v1.FenceService.ReleaseFence:output_type -> fencegate.fence.v1.ReleaseFenceResponse
-	10, // 20: fencegate.fence.v1.FenceService.GetFence:output_type -> fencegate.fence.v1.GetFenceResponse
-	12, // 21: fencegate.fence.v1.FenceService.WatchFence:output_type -> fencegate.fence.v1.WatchFenceResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 0: fencegate.fence.v1.Holder.lease_expire_time:type_name -> google.protobuf.Timestamp
+	14, // 1: fencegate.fence.v1.Holder.acquire_time:type_name -> google.protobuf.Timestamp
+	2,  // 2: fencegate.fence.v1.Holder.instances:type_name -> fencegate.fence.v1.InstanceLease
+	14, // 3: fencegate.fence.v1.InstanceLease.lease_expire_time:type_name -> google.protobuf.Timestamp
+	14, // 4: fencegate.fence.v1.PendingTakeover.request_time:type_name -> google.protobuf.Timestamp
+	14, // 5: fencegate.fence.v1.ClusterRecord.last_declare_time:type_name -> google.protobuf.Timestamp
+	1,  // 6: fencegate.fence.v1.Fence.holder:type_name -> fencegate.fence.v1.Holder
+	3,  // 7: fencegate.fence.v1.Fence.pending:type_name -> fencegate.fence.v1.PendingTakeover
+	4,  // 8: fencegate.fence.v1.Fence.clusters:type_name -> fencegate.fence.v1.ClusterRecord
+	15, // 9: fencegate.fence.v1.Fence.lease_ttl:type_name -> google.protobuf.Duration
+	1,  // 10: fencegate.fence.v1.DeclareClusterEpochResponse.holder:type_name -> fencegate.fence.v1.Holder
+	15, // 11: fencegate.fence.v1.DeclareClusterEpochResponse.lease_ttl:type_name -> google.protobuf.Duration
+	5,  // 12: fencegate.fence.v1.ReleaseFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
+	5,  // 13: fencegate.fence.v1.GetFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
+	0,  // 14: fencegate.fence.v1.WatchFenceResponse.type:type_name -> fencegate.fence.v1.FenceEventType
+	5,  // 15: fencegate.fence.v1.WatchFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
+	6,  // 16: fencegate.fence.v1.FenceService.DeclareClusterEpoch:input_type -> fencegate.fence.v1.DeclareClusterEpochRequest
+	8,  // 17: fencegate.fence.v1.FenceService.ReleaseFence:input_type -> fencegate.fence.v1.ReleaseFenceRequest
+	10, // 18: fencegate.fence.v1.FenceService.GetFence:input_type -> fencegate.fence.v1.GetFenceRequest
+	12, // 19: fencegate.fence.v1.FenceService.WatchFence:input_type -> fencegate.fence.v1.WatchFenceRequest
+	7,  // 20: fencegate.fence.v1.FenceService.DeclareClusterEpoch:output_type -> fencegate.fence.v1.DeclareClusterEpochResponse
+	9,  // 21: fencegate.fence.v1.FenceService.ReleaseFence:output_type -> fencegate.fence.v1.ReleaseFenceResponse
+	11, // 22: fencegate.fence.v1.FenceService.GetFence:output_type -> fencegate.fence.v1.GetFenceResponse
+	13, // 23: fencegate.fence.v1.FenceService.WatchFence:output_type -> fencegate.fence.v1.WatchFenceResponse
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -1021,7 +1148,7 @@ func file_fence_v1_fence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,7 +45,8 @@ type FenceServiceClient interface {
 	// DeclareClusterEpoch is the heartbeat of a cluster: it asks for (or
 	// renews) the fence at the given epoch.
 	DeclareClusterEpoch(ctx context.Context, in *DeclareClusterEpochRequest, opts ...grpc.CallOption) (*DeclareClusterEpochResponse, error)
-	// ReleaseFence gives the fence up. Only the holder may release it; a
+	// ReleaseFence gives up the lease of one instance of the holder. The
+	// holder is free once every instance released or its lease ended; a
 	// pending takeover is then granted on its next declaration.
 	ReleaseFence(ctx context.Context, in *ReleaseFenceRequest, opts ...grpc.CallOption) (*ReleaseFenceResponse, error)
 	// GetFence returns the whole state of a domain's fence.
@@ -128,7 +129,8 @@ type FenceServiceServer interface {
 	// DeclareClusterEpoch is the heartbeat of a cluster: it asks for (or
 	// renews) the fence at the given epoch.
 	DeclareClusterEpoch(context.Context, *DeclareClusterEpochRequest) (*DeclareClusterEpochResponse, error)
-	// ReleaseFence gives the fence up. Only the holder may release it; a
+	// ReleaseFence gives up the lease of one instance of the holder. The
+	// holder is free once every instance released or its lease ended; a
 	// pending takeover is then granted on its next declaration.
 	ReleaseFence(context.Context, *ReleaseFenceRequest) (*ReleaseFenceResponse, error)
 	// GetFence returns the whole state of a domain's fence.

@@ -20,6 +20,9 @@ const (
 )
 
 // record is the stored JSON of a domain's state. Times are Unix nanoseconds.
+// Version 1 gained the holder's per-instance leases ("instances") without a
+// new version: the holder's summary fields keep their meaning, and a record
+// without instances is read as one lease of instance "".
 type record struct {
 	Version int `json:"version"`
 	statemachine.State
@@ -52,6 +55,9 @@ func (s *Store) decode(domain string, kvs []*mvccpb.KeyValue) (Snapshot, error) 
 			if r.Version != recordVersion {
 				return Snapshot{}, fmt.Errorf("fence record %s has version %d; this authority reads version %d", kv.Key, r.Version, recordVersion)
 			}
+			// A record written before instances had leases of their
+			// own reads as one lease of instance "".
+			r.Holder.Upgrade()
 			snap.State, snap.Revision = r.State, kv.ModRevision
 		case s.grantKey(domain):
 			grant = kv

@@ -151,9 +151,9 @@ func (s *Store) Release(ctx context.Context, r statemachine.Release) (statemachi
 		return statemachine.ReleaseResult{}, Snapshot{}, err
 	}
 	var result statemachine.ReleaseResult
-	committed, err := s.update(ctx, r.Domain, func(cur statemachine.State, _ time.Time) (statemachine.State, bool, error) {
+	committed, err := s.update(ctx, r.Domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
 		var err error
-		result, err = s.machine.Release(cur, r)
+		result, err = s.machine.Release(cur, r, now)
 		return result.State, result.Outcome == statemachine.Released, err
 	})
 	if err != nil {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fencegate/fencegate/authority/etcdbackend"
 	"github.com/fencegate/fencegate/authority/statemachine"
@@ -221,5 +224,67 @@ func TestUnreadableRecords(t *testing.T) {
 				t.Errorf("declare: %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestRecordsWithoutInstances reads a record written before instances had
+// leases of their own: its holder's lease is the lease of instance "", so
+// the clients that name no instance renew and release it as before, and
+// the lease still holds off a takeover when new clients declare.
+func TestRecordsWithoutInstances(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := embeddedEtcd(t)
+	start := time.Unix(1_700_000_000, 0)
+	clk := clocktesting.NewFakeClock(start.Add(5 * time.Second))
+	s, err := New(client, Options{LeaseTTL: 15 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired, expires := start.UnixNano(), start.Add(15*time.Second).UnixNano()
+	old := fmt.Sprintf(`{"version":1,"holder":{"name":"east","uid":"uid-east","epoch":3,"acquired_at_ns":%d,"lease_expires_at_ns":%d},`+
+		`"clusters":{"uid-east":{"name":"east","highest_epoch":3,"last_epoch":3,"last_declared_at_ns":%d}}}`, acquired, expires, acquired)
+	grant := fmt.Sprintf(`{"version":1,"name":"east","uid":"uid-east","epoch":3,"granted_at_ns":%d}`, acquired)
+	if _, err := client.Put(ctx, s.grantKey("default"), grant); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Put(ctx, s.stateKey("default"), old); err != nil {
+		t.Fatal(err)
+	}
+
+	snap, err := s.Get(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]statemachine.Lease{"": {Epoch: 3, ExpiresAt: statemachine.UnixNano(expires)}}
+	if h := snap.State.Holder; h == nil || !reflect.DeepEqual(h.Instances, want) || h.Token == 0 {
+		t.Fatalf("holder read from the old record: %+v, want instance \"\" with the old lease %+v", h, want)
+	}
+
+	// West takes over: it waits for the old lease, not less.
+	r, err := s.Declare(ctx, decl("west", 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Answer.Outcome != statemachine.Acquiring || r.Answer.RetryAfter != 10*time.Second {
+		t.Fatalf("west declares 4: %s, retry after %s; want acquiring for the 10s left on the old lease", r.Answer.Outcome, r.Answer.RetryAfter)
+	}
+	// East's client, naming no instance, releases the old lease: west is
+	// granted.
+	res, _, err := s.Release(ctx, rel("east", 3))
+	if err != nil || res.Outcome != statemachine.Released || !res.State.Holder.Released {
+		t.Fatalf("east releases: %+v, %v; want the holder released", res, err)
+	}
+	if r, err := s.Declare(ctx, decl("west", 4)); err != nil || r.Answer.Outcome != statemachine.Granted {
+		t.Fatalf("west declares 4 after the release: %+v, %v; want granted", r.Answer, err)
+	}
+
+	// What is stored now names the instances.
+	got, err := client.Get(ctx, s.stateKey("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got.Kvs[0].Value), `"instances":{"":{"epoch":4,`) {
+		t.Errorf("stored record %s does not name west's instance", got.Kvs[0].Value)
 	}
 }
