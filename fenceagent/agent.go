@@ -23,9 +23,19 @@ import (
 // cannot pile up calls.
 const maxInFlight = 4
 
-// ClusterFence is this cluster's fence agent. It declares the cluster's epoch
-// to the authority, keeps the answer as a fencestate.State, writes every
-// change through the Writer and signals every status transition.
+// finalReleaseTimeout bounds the release of this instance's lease when the
+// agent stops (at most the declare timeout): long enough for a reachable
+// authority, short enough not to hold up the process's exit when it is not.
+const finalReleaseTimeout = time.Second
+
+// ErrStopped is returned by Check once Start has returned: the agent
+// declares no more and its status stays "unknown" (SHUTTING_DOWN).
+var ErrStopped = errors.New("the fence agent has stopped")
+
+// ClusterFence is this cluster's fence agent, one instance of the cluster
+// (see Options.Instance). It declares the cluster's epoch to the authority,
+// keeps the answer as a fencestate.State, writes every change through the
+// Writer and signals every status transition.
 type ClusterFence struct {
 	opts    Options
 	rules   rules
@@ -55,10 +65,16 @@ type ClusterFence struct {
 	// expires is when the current state stops being trusted; zero: never.
 	expires    time.Time
 	stopExpiry chan struct{}
-	// holder is set while this cluster may still be the holder on the
-	// authority: from a grant until the fence is released.
+	// holder is set while this instance may still hold a lease on the
+	// authority: from a grant until its lease is released.
 	holder    bool
 	releasing bool
+	// stopped is set when Start returns: no result is applied after it,
+	// so the shutdown status stays written.
+	stopped bool
+	// checks counts the declarations Check started that may still be in
+	// flight; the agent waits for them before it releases its lease.
+	checks sync.WaitGroup
 	// written is set once data.fence was written; dirty after a failed
 	// write, so that the next step writes again even without a change.
 	written, dirty bool
@@ -83,11 +99,12 @@ func New(opts Options) (*ClusterFence, error) {
 	c := &ClusterFence{
 		opts: opts,
 		rules: rules{
-			domain: opts.Domain,
-			self:   fencestate.Cluster{Name: opts.ClusterName, UID: opts.ClusterUID, Epoch: opts.Epoch},
-			margin: opts.LeaseMargin,
+			domain:   opts.Domain,
+			self:     fencestate.Cluster{Name: opts.ClusterName, UID: opts.ClusterUID, Epoch: opts.Epoch},
+			instance: opts.Instance,
+			margin:   opts.LeaseMargin,
 		},
-		log:     opts.Logger.WithValues("domain", opts.Domain, "cluster", opts.ClusterName, "epoch", opts.Epoch),
+		log:     opts.Logger.WithValues("domain", opts.Domain, "cluster", opts.ClusterName, "epoch", opts.Epoch, "instance", opts.Instance),
 		metrics: m,
 		changes: make(chan struct{}, 1),
 		trigger: make(chan struct{}, 1),
@@ -110,12 +127,21 @@ func (c *ClusterFence) Changes() <-chan struct{} { return c.changes }
 // first waits for one: all callers share a single declaration, which runs
 // detached from their contexts and is bounded by the declare timeout. A
 // caller whose context ends returns at once with the current state while the
-// shared declaration goes on. The error says why no answer came.
+// shared declaration goes on. The error says why no answer came; once the
+// agent stopped, it is ErrStopped.
 func (c *ClusterFence) Check(ctx context.Context) (fencestate.State, error) {
 	if c.answered.Load() {
 		return c.Status(), nil
 	}
 	ch := c.shared.DoChan("declare", func() (any, error) {
+		c.mu.Lock()
+		if c.stopped {
+			c.mu.Unlock()
+			return nil, ErrStopped
+		}
+		c.checks.Add(1)
+		c.mu.Unlock()
+		defer c.checks.Done()
 		// Background, not ctx: the call is shared, so no single caller
 		// may cancel it; declare bounds it by the declare timeout.
 		return nil, c.declare(context.Background()).err
@@ -131,7 +157,11 @@ func (c *ClusterFence) Check(ctx context.Context) (fencestate.State, error) {
 }
 
 // Start declares at once, then every declare interval (jittered) and at once
-// on every WatchFence event, until ctx ends. It returns nil when ctx ends.
+// on every WatchFence event, until ctx ends. Then it writes "unknown"
+// (reason SHUTTING_DOWN) and, once that is in the store, releases this
+// instance's lease, so that a takeover waits neither for the lease of a
+// stopped process nor for a process that may still answer admission
+// requests from its last state. It returns nil when ctx ends.
 func (c *ClusterFence) Start(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("fence agent already started: Start may be called once")
@@ -148,11 +178,44 @@ func (c *ClusterFence) Start(ctx context.Context) error {
 	wg.Go(func() { c.watch(ctx) })
 	c.heartbeat(ctx)
 	wg.Wait()
-
-	c.mu.Lock()
-	c.armExpiry(time.Time{})
-	c.mu.Unlock()
+	c.shutdown()
 	return nil
+}
+
+// shutdown ends this instance's part in the fence: first the store says
+// "unknown", so that this process admits nothing more whatever its webhook
+// still serves, then the authority hears that its lease is given up. A
+// declaration Check started may still be in flight; no answer is applied
+// after the status is written, and the release waits for it, so that the
+// authority does not renew the lease after the release.
+func (c *ClusterFence) shutdown() {
+	c.mu.Lock()
+	c.stopped = true
+	c.armExpiry(time.Time{})
+	written := c.commit(c.rules.shuttingDown(c.Status()), time.Time{})
+	declared := c.seq.Load() > 0
+	c.mu.Unlock()
+	c.checks.Wait()
+	switch {
+	case !declared:
+		return
+	case !written:
+		c.log.Error(nil, "the fence agent stops without releasing its lease: the store did not take the shutdown status, so this process may still act as holder until its lease ends")
+		return
+	}
+	timeout := min(finalReleaseTimeout, c.opts.DeclareTimeout)
+	// Detached from Start's context, which has ended: the release is
+	// what this instance owes the cluster taking over.
+	err := c.sendRelease(context.Background(), timeout)
+	st, _ := grpcStatus(err)
+	switch {
+	case err == nil:
+		c.log.Info("the fence agent stopped and released this instance's lease")
+	case st != nil && st.Code() == codes.FailedPrecondition:
+		// Another cluster holds the fence: this instance has no lease.
+	default:
+		c.log.Error(err, "the fence agent stopped but could not release this instance's lease; a cluster taking over waits until it ends")
+	}
 }
 
 // outcome is what the heartbeat loop learns from one declaration.
@@ -251,6 +314,7 @@ func (c *ClusterFence) declare(ctx context.Context) outcome {
 		ClusterName: c.opts.ClusterName,
 		ClusterUid:  c.opts.ClusterUID,
 		Epoch:       c.opts.Epoch,
+		Instance:    c.opts.Instance,
 	})
 	cancel()
 	a := decode(resp, err)
@@ -271,10 +335,15 @@ func (c *ClusterFence) declare(ctx context.Context) outcome {
 	}
 	release := false
 	c.mu.Lock()
-	if seq > c.applied {
+	switch {
+	case c.stopped:
+		// The agent stopped while the call was out: its shutdown
+		// status stays.
+		o.err = ErrStopped
+	case seq > c.applied:
 		o.applied = true
 		release = c.apply(seq, a, sent)
-	} else {
+	default:
 		// An older call than one already applied: its answer (or error)
 		// is out of date.
 		o.err = nil
@@ -286,9 +355,10 @@ func (c *ClusterFence) declare(ctx context.Context) outcome {
 	return o
 }
 
-// apply moves to the state that a leads to. It reports whether this cluster
-// must now release the fence: it was (or is still named) the holder and is
-// told CLUSTER_FENCED, and "fenced" is safely in the store. c.mu is held.
+// apply moves to the state that a leads to. It reports whether this instance
+// must now release its lease: it was granted one (or its cluster is still
+// named the holder) and is told CLUSTER_FENCED, and "fenced" is safely in
+// the store. c.mu is held.
 func (c *ClusterFence) apply(seq uint64, a answer, sent time.Time) bool {
 	if a.kind != transient {
 		// A failed call is no answer: it does not hide the answers of
@@ -333,17 +403,12 @@ func (c *ClusterFence) noteReachability(a answer) {
 	}
 }
 
-// release gives the fence up after this cluster was told CLUSTER_FENCED as
-// holder, so that the pending takeover is granted at once instead of after
-// the lease. A failed release is retried on the next CLUSTER_FENCED answer.
+// release gives this instance's lease up after it was told CLUSTER_FENCED
+// as holder, so that the pending takeover is granted as soon as every
+// instance of this cluster did the same, instead of after the leases. A
+// failed release is retried on the next CLUSTER_FENCED answer.
 func (c *ClusterFence) release(ctx context.Context) {
-	callCtx, cancel := context.WithTimeout(ctx, c.opts.DeclareTimeout)
-	_, err := c.opts.Client.ReleaseFence(callCtx, &fencev1.ReleaseFenceRequest{
-		Domain:     c.opts.Domain,
-		ClusterUid: c.opts.ClusterUID,
-		Epoch:      c.opts.Epoch,
-	})
-	cancel()
+	err := c.sendRelease(ctx, c.opts.DeclareTimeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.releasing = false
@@ -357,8 +422,22 @@ func (c *ClusterFence) release(ctx context.Context) {
 		// is left to release.
 		c.holder = false
 	case ctx.Err() == nil:
-		c.log.Error(err, "release the fence; the cluster taking over is granted when this cluster's lease ends")
+		c.log.Error(err, "release the fence; the cluster taking over is granted when this instance's lease ends")
 	}
+}
+
+// sendRelease asks the authority to release this instance's lease, within
+// timeout.
+func (c *ClusterFence) sendRelease(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := c.opts.Client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{
+		Domain:     c.opts.Domain,
+		ClusterUid: c.opts.ClusterUID,
+		Epoch:      c.opts.Epoch,
+		Instance:   c.opts.Instance,
+	})
+	return err
 }
 
 // commit makes next the current state: it writes next through the Writer
@@ -408,10 +487,12 @@ func (c *ClusterFence) transition(prev, next fencestate.State) {
 	c.metrics.setStatus(next.Status)
 	c.metrics.transitions.WithLabelValues(string(prev.Status), string(next.Status)).Inc()
 	kv := []any{"from", prev.Status, "to", next.Status, "reason", next.Reason, "holder", next.Holder.Name, "holderEpoch", next.Holder.Epoch}
-	switch next.Status {
-	case fencestate.Fenced, fencestate.EpochRegressed, fencestate.Unsupported, fencestate.Unknown:
+	switch {
+	case next.Reason == ReasonShuttingDown:
+		c.log.Info("fence status changed: the fence agent stops", kv...)
+	case next.Status == fencestate.Fenced, next.Status == fencestate.EpochRegressed, next.Status == fencestate.Unsupported, next.Status == fencestate.Unknown:
 		c.log.Error(errors.New(next.Message), "fence status changed: this cluster does not hold the fence", kv...)
-	case fencestate.Active:
+	case next.Status == fencestate.Active:
 		c.log.Info("fence status changed: this cluster holds the fence", append(kv, "token", next.Token)...)
 	default:
 		c.log.Info("fence status changed: "+next.Message, kv...)

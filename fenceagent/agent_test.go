@@ -74,9 +74,9 @@ func TestDeclaresAtStartOnIntervalAndOnWatchEvents(t *testing.T) {
 	ta.start(t)
 
 	first := auth.next(t)
-	want := &fencev1.DeclareClusterEpochRequest{Domain: "payments", ClusterName: testSelf.Name, ClusterUid: testSelf.UID, Epoch: testSelf.Epoch}
+	want := &fencev1.DeclareClusterEpochRequest{Domain: "payments", ClusterName: testSelf.Name, ClusterUid: testSelf.UID, Epoch: testSelf.Epoch, Instance: testInstance}
 	if first.req.GetDomain() != want.Domain || first.req.GetClusterName() != want.ClusterName ||
-		first.req.GetClusterUid() != want.ClusterUid || first.req.GetEpoch() != want.Epoch {
+		first.req.GetClusterUid() != want.ClusterUid || first.req.GetEpoch() != want.Epoch || first.req.GetInstance() != want.Instance {
 		t.Fatalf("declaration = %v, want %v", first.req, want)
 	}
 	first.grant(testLease, 1)
@@ -311,6 +311,8 @@ func TestTransientErrorsKeepStatusUntilExpiry(t *testing.T) {
 			if s.Reason != tc.wantReason {
 				t.Errorf("reason = %q, want %q", s.Reason, tc.wantReason)
 			}
+			// The status is published before its transition is logged.
+			eventually(t, "the transition is logged", func() bool { return len(ta.transitionLogs()) >= len(tc.wantLogs) })
 			if got := ta.transitionLogs(); !slices.Equal(got, tc.wantLogs) {
 				t.Errorf("transition logs = %v, want %v", got, tc.wantLogs)
 			}
@@ -395,14 +397,14 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 			auth, client := newScriptedAuthority(t)
 			ta := newTestAgent(t, client, nil)
 			var storeAtRelease atomic.Value
-			auth.onRelease = func(req *fencev1.ReleaseFenceRequest) error {
-				if req.GetClusterUid() != testSelf.UID || req.GetEpoch() != testSelf.Epoch || req.GetDomain() != DefaultDomain {
+			auth.setOnRelease(func(_ context.Context, req *fencev1.ReleaseFenceRequest) error {
+				if req.GetClusterUid() != testSelf.UID || req.GetEpoch() != testSelf.Epoch || req.GetDomain() != DefaultDomain || req.GetInstance() != testInstance {
 					t.Errorf("release request = %v", req)
 				}
 				last, _ := ta.store.last(testSelf.Name)
 				storeAtRelease.Store(last.Status)
 				return nil
-			}
+			})
 			declare := func(answer func(*declareCall)) {
 				done := make(chan outcome, 1)
 				go func() { done <- ta.declare(context.Background()) }()
@@ -441,12 +443,12 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 		ta := newTestAgent(t, client, nil)
 		var fail atomic.Bool
 		fail.Store(true)
-		auth.onRelease = func(*fencev1.ReleaseFenceRequest) error {
+		auth.setOnRelease(func(context.Context, *fencev1.ReleaseFenceRequest) error {
 			if fail.Load() {
 				return status.Error(codes.Unavailable, "down")
 			}
 			return nil
-		}
+		})
 		declare := func(answer func(*declareCall)) {
 			done := make(chan outcome, 1)
 			go func() { done <- ta.declare(context.Background()) }()
@@ -641,4 +643,136 @@ func TestWarnsOnceWhenTheLeaseIsShorterThanTheInterval(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStopWritesUnknownThenReleasesTheLease: when Start's context ends, the
+// agent first writes a status that admits nothing, and only then gives this
+// instance's lease up, within a short timeout of its own.
+func TestStopWritesUnknownThenReleasesTheLease(t *testing.T) {
+	tests := map[string]struct {
+		first func(*declareCall)
+		// release answers the release; nil answers OK.
+		release    func(context.Context) error
+		writeFails bool
+
+		wantRelease bool
+		// wantLog is a log line that must be there; noLog one that must not.
+		wantLog, noLog string
+	}{
+		"an active holder": {
+			first: func(c *declareCall) { c.grant(testLease, 1) }, wantRelease: true,
+			wantLog: "the fence agent stopped and released this instance's lease",
+		},
+		"a fenced cluster: the authority has no lease to release": {
+			first:   func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) },
+			release: func(context.Context) error { return refusalErr(ReasonClusterFenced, testWest, 7, 0) }, wantRelease: true,
+			noLog: "could not release",
+		},
+		"the authority does not answer the release: the agent stops after the release timeout": {
+			first:   func(c *declareCall) { c.grant(testLease, 1) },
+			release: func(ctx context.Context) error { <-ctx.Done(); return status.FromContextError(ctx.Err()).Err() }, wantRelease: true,
+			wantLog: "could not release this instance's lease",
+		},
+		"the store does not take the shutdown status: no release": {
+			first: func(c *declareCall) { c.grant(testLease, 1) }, writeFails: true,
+			wantLog: "stops without releasing its lease",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			auth, client := newScriptedAuthority(t)
+			ta := newTestAgent(t, client, nil)
+			var atRelease atomic.Value
+			var deadline atomic.Int64
+			auth.setOnRelease(func(ctx context.Context, req *fencev1.ReleaseFenceRequest) error {
+				if req.GetInstance() != testInstance || req.GetClusterUid() != testSelf.UID || req.GetEpoch() != testSelf.Epoch {
+					t.Errorf("release request = %v", req)
+				}
+				last, _ := ta.store.last(testSelf.Name)
+				atRelease.Store(last)
+				if d, ok := ctx.Deadline(); ok {
+					deadline.Store(int64(time.Until(d)))
+				}
+				if tc.release != nil {
+					return tc.release(ctx)
+				}
+				return nil
+			})
+			stop := ta.start(t)
+			tc.first(auth.next(t))
+			eventually(t, "the answer is applied", func() bool { return ta.Status().Reason != ReasonNoAnswerYet })
+			if tc.writeFails {
+				ta.writer.failWith(errStoreDown)
+			}
+			stop()
+
+			if s := ta.Status(); s.Status != fencestate.Unknown || s.Reason != ReasonShuttingDown || !strings.Contains(s.Message, testInstance) {
+				t.Errorf("status after stop = %+v, want unknown (%s) naming the instance", s, ReasonShuttingDown)
+			}
+			if got := auth.releaseCount(); (got == 1) != tc.wantRelease || got > 1 {
+				t.Fatalf("%d releases, want release=%v", got, tc.wantRelease)
+			}
+			if tc.wantRelease {
+				if s, _ := atRelease.Load().(fencestate.State); s.Status != fencestate.Unknown || s.Reason != ReasonShuttingDown {
+					t.Errorf("the store held %s (%s) when the release was sent, want unknown (%s)", s.Status, s.Reason, ReasonShuttingDown)
+				}
+				if d := time.Duration(deadline.Load()); d <= 0 || d > finalReleaseTimeout {
+					t.Errorf("the release had %s left, want a deadline within %s", d, finalReleaseTimeout)
+				}
+			}
+			hasLog := func(part string) bool {
+				return slices.ContainsFunc(ta.logs.all(), func(l logLine) bool { return strings.Contains(l.Msg, part) })
+			}
+			if tc.wantLog != "" && !hasLog(tc.wantLog) {
+				t.Errorf("no log line says %q: %+v", tc.wantLog, ta.logs.all())
+			}
+			if tc.noLog != "" && hasLog(tc.noLog) {
+				t.Errorf("a log line says %q: %+v", tc.noLog, ta.logs.all())
+			}
+		})
+	}
+}
+
+// TestStopWaitsForTheSharedDeclaration: a declaration Check started may
+// still be out when the agent stops. Its answer must not overwrite the
+// shutdown status, and the release must come after it, or the authority
+// would renew the lease just released.
+func TestStopWaitsForTheSharedDeclaration(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, nil)
+	stop := ta.start(t)
+	auth.next(t) // the first heartbeat: never answered
+
+	checked := make(chan error, 1)
+	go func() {
+		_, err := ta.Check(context.Background())
+		checked <- err
+	}()
+	shared := auth.next(t)
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	eventually(t, "the shutdown status is written", func() bool { return ta.Status().Reason == ReasonShuttingDown })
+	if n := auth.releaseCount(); n != 0 {
+		t.Fatalf("%d releases while the shared declaration is out, want none yet", n)
+	}
+
+	shared.grant(testLease, 4)
+	if err := <-checked; !errors.Is(err, ErrStopped) {
+		t.Errorf("Check = %v, want ErrStopped", err)
+	}
+	<-stopped
+	if n := auth.releaseCount(); n != 1 {
+		t.Errorf("%d releases after the shared declaration returned, want 1", n)
+	}
+	if s := ta.Status(); s.Reason != ReasonShuttingDown {
+		t.Errorf("status after the late grant = %s (%s), want unknown (%s)", s.Status, s.Reason, ReasonShuttingDown)
+	}
+	if slices.Contains(ta.store.statuses(testSelf.Name), fencestate.Active) {
+		t.Errorf("the late grant was written: %v", ta.store.statuses(testSelf.Name))
+	}
+	// A stopped agent declares no more.
+	if _, err := ta.Check(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Errorf("Check after stop = %v, want ErrStopped", err)
+	}
+	auth.noDeclaration(t)
 }

@@ -41,6 +41,9 @@ const (
 	// ReasonUnexpectedError: the authority answered with an error the agent
 	// cannot interpret as a fence status.
 	ReasonUnexpectedError = "UNEXPECTED_ERROR"
+	// ReasonShuttingDown: the agent stopped (its process is shutting down)
+	// and gives its lease up; this process no longer acts as holder.
+	ReasonShuttingDown = "SHUTTING_DOWN"
 )
 
 // answerKind is what one declaration's outcome means for the fence status.

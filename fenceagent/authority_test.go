@@ -75,21 +75,26 @@ func runAgent(t testing.TB, addr string, log *storeLog, c fencestate.Cluster, ed
 	return &liveAgent{ClusterFence: agent, logs: logs, stop: stop}
 }
 
-// exclusive makes the log check, on every write, that no two agents' last
-// written status is active at the same time: the property fencing exists
-// for. It returns the violations seen so far.
+// exclusive makes the log check, on every write, that no agents of two
+// clusters have active as their last written status at the same time: the
+// property fencing exists for. Agents are named after their cluster, as
+// "east" or, for several pods of one cluster, "east/1", "east/2". It
+// returns the violations seen so far.
 func (l *storeLog) exclusive() func() []string {
 	last := map[string]fencestate.Status{}
 	var violations []string
 	l.onWrite = func(w storeWrite) {
 		last[w.agent] = w.state.Status
 		var active []string
+		clusters := map[string]bool{}
 		for agent, s := range last {
 			if s == fencestate.Active {
 				active = append(active, agent)
+				cluster, _, _ := strings.Cut(agent, "/")
+				clusters[cluster] = true
 			}
 		}
-		if len(active) > 1 {
+		if len(clusters) > 1 {
 			slices.Sort(active)
 			violations = append(violations, fmt.Sprintf("%v active at once, at %s's write", active, w.agent))
 		}
@@ -291,4 +296,88 @@ func TestAuthorityRestart(t *testing.T) {
 	if v := violations(); len(v) > 0 {
 		t.Errorf("two clusters active at once: %v", v)
 	}
+}
+
+// pod names the agent of one pod of cluster c, writing into log as
+// "<cluster>/<n>".
+func pod(log *storeLog, c fencestate.Cluster, n int) func(*Options) {
+	return func(o *Options) {
+		name := fmt.Sprintf("%s/%d", c.Name, n)
+		o.Instance, o.Writer = name, &recordingWriter{name: name, log: log}
+	}
+}
+
+// TestEveryPodOfTheHolderHoldsALease: east runs two pods, each its own
+// instance with its own lease. When one of them is cut off from the
+// authority, a takeover by west waits until that pod's lease ended, even
+// though the other pod was told it is fenced and released its lease; and a
+// pod that stops releases its lease, after it stopped acting as holder.
+func TestEveryPodOfTheHolderHoldsALease(t *testing.T) {
+	const lease = 2 * time.Second
+	fast := func(o *Options) {
+		o.DeclareInterval, o.DeclareTimeout, o.LeaseMargin = 400*time.Millisecond, 300*time.Millisecond, 500*time.Millisecond
+	}
+	both := func(edits ...func(*Options)) func(*Options) {
+		return func(o *Options) {
+			for _, e := range edits {
+				e(o)
+			}
+		}
+	}
+
+	t.Run("one pod partitioned: the takeover waits for its lease", func(t *testing.T) {
+		srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: lease})
+		proxy := startProxy(t, srv.Addr)
+		log := &storeLog{}
+		violations := log.exclusive()
+		east1 := runAgent(t, proxy.Addr(), log, east, both(fast, pod(log, east, 1)))
+		east2 := runAgent(t, srv.Addr, log, east, both(fast, pod(log, east, 2)))
+		waitStatus(t, east1.ClusterFence, fencestate.Active)
+		waitStatus(t, east2.ClusterFence, fencestate.Active)
+
+		proxy.Cut(tcpproxy.Drop)
+		westAgent := runAgent(t, srv.Addr, log, withEpoch(west, 8), fast)
+		waitStatus(t, westAgent.ClusterFence, fencestate.Active)
+		lapsed := waitStatus(t, east1.ClusterFence, fencestate.Unknown)
+		if lapsed.Reason != ReasonLeaseExpired {
+			t.Errorf("east/1 unknown because %s, want %s", lapsed.Reason, ReasonLeaseExpired)
+		}
+		waitStatus(t, east2.ClusterFence, fencestate.Fenced)
+		if !slices.ContainsFunc(east2.logs.all(), func(l logLine) bool { return strings.HasPrefix(l.Msg, "released the fence") }) {
+			t.Error("east/2 did not release its lease")
+		}
+		iActive, _ := log.first("east/1", fencestate.Active, 0)
+		log.before(t, "east/1", fencestate.Unknown, west.Name, fencestate.Active, iActive)
+		if got := log.statuses(west.Name); !slices.Contains(got, fencestate.Acquiring) {
+			t.Errorf("west wrote %v: it never waited for east/1's lease", got)
+		}
+		if v := violations(); len(v) > 0 {
+			t.Errorf("two clusters active at once: %v", v)
+		}
+	})
+
+	t.Run("a pod that stops releases its lease", func(t *testing.T) {
+		srv := authoritytest.Start(t, authoritytest.Options{})
+		log := &storeLog{}
+		east1 := runAgent(t, srv.Addr, log, east, pod(log, east, 1))
+		east2 := runAgent(t, srv.Addr, log, east, pod(log, east, 2))
+		waitStatus(t, east1.ClusterFence, fencestate.Active)
+		waitStatus(t, east2.ClusterFence, fencestate.Active)
+
+		east1.stop()
+		if last, _ := log.last("east/1"); last.Status != fencestate.Unknown || last.Reason != ReasonShuttingDown {
+			t.Errorf("east/1 left %s (%s) in its store, want unknown (%s)", last.Status, last.Reason, ReasonShuttingDown)
+		}
+		got, err := srv.Client(t).GetFence(context.Background(), &fencev1.GetFenceRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var leases []string
+		for _, l := range got.GetFence().GetHolder().GetInstances() {
+			leases = append(leases, fmt.Sprintf("%s released=%v", l.GetInstance(), l.GetReleased()))
+		}
+		if want := []string{"east/1 released=true", "east/2 released=false"}; !slices.Equal(leases, want) {
+			t.Errorf("the authority's leases of east: %v, want %v", leases, want)
+		}
+	})
 }

@@ -16,6 +16,16 @@
 // fence, so the next holder is granted only after this cluster stopped
 // admitting changes.
 //
+// Each agent is one instance of its cluster (Options.Instance: the pod
+// name, or the host name with a random suffix) and holds a lease of its
+// own: a cluster runs several agents (its replicas, the old and new pods of
+// a rollout), and the fence moves to another cluster only once every one
+// of them released its lease or saw it end. A release gives up this
+// instance's lease only. When Start's context ends, the agent writes
+// "unknown" (SHUTTING_DOWN) and only then releases its lease, so that a
+// stopping pod admits nothing more and a takeover does not wait for its
+// lease.
+//
 // The agent writes through fencestate.Writer (the policy engine's store) and
 // knows nothing of admission or reconciliation; the webhook and controller
 // hear transitions through Changes.

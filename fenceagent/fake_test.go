@@ -39,7 +39,7 @@ type scriptedAuthority struct {
 	// watchErrs, when it holds an error, fails the next WatchFence open.
 	watchErrs chan error
 	// onRelease answers ReleaseFence; nil answers OK.
-	onRelease func(*fencev1.ReleaseFenceRequest) error
+	onRelease func(context.Context, *fencev1.ReleaseFenceRequest) error
 
 	mu       sync.Mutex
 	releases []*fencev1.ReleaseFenceRequest
@@ -73,13 +73,13 @@ func (a *scriptedAuthority) DeclareClusterEpoch(ctx context.Context, req *fencev
 	}
 }
 
-func (a *scriptedAuthority) ReleaseFence(_ context.Context, req *fencev1.ReleaseFenceRequest) (*fencev1.ReleaseFenceResponse, error) {
+func (a *scriptedAuthority) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceRequest) (*fencev1.ReleaseFenceResponse, error) {
 	a.mu.Lock()
 	a.releases = append(a.releases, req)
 	onRelease := a.onRelease
 	a.mu.Unlock()
 	if onRelease != nil {
-		if err := onRelease(req); err != nil {
+		if err := onRelease(ctx, req); err != nil {
 			return nil, err
 		}
 	}
@@ -105,6 +105,13 @@ func (a *scriptedAuthority) WatchFence(_ *fencev1.WatchFenceRequest, stream grpc
 			return nil
 		}
 	}
+}
+
+// setOnRelease sets how ReleaseFence answers.
+func (a *scriptedAuthority) setOnRelease(fn func(context.Context, *fencev1.ReleaseFenceRequest) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onRelease = fn
 }
 
 func (a *scriptedAuthority) releaseCount() int {
@@ -364,6 +371,9 @@ type testAgent struct {
 var testSelf = fencestate.Cluster{Name: "east", UID: "5d6b2a4e-0c47-4c1a-9f5e-2f7f5e2a0e11", Epoch: 7}
 var testWest = fencestate.Cluster{Name: "west", UID: "9a0c1f3e-7b2d-4e58-8c61-3d4e5f607182", Epoch: 8}
 
+// testInstance is the instance of the test agents on the fake clock.
+const testInstance = "fencegate-5c7d9f8b6-q2w4e"
+
 // newTestAgent builds an agent for east at epoch 7 on client; edit adjusts
 // the options.
 func newTestAgent(t testing.TB, client fencev1.FenceServiceClient, edit func(*Options)) *testAgent {
@@ -377,7 +387,7 @@ func newTestAgent(t testing.TB, client fencev1.FenceServiceClient, edit func(*Op
 	ta.writer = &recordingWriter{name: testSelf.Name, log: ta.store}
 	opts := Options{
 		Client: client, Writer: ta.writer,
-		ClusterName: testSelf.Name, ClusterUID: testSelf.UID, Epoch: testSelf.Epoch,
+		ClusterName: testSelf.Name, ClusterUID: testSelf.UID, Epoch: testSelf.Epoch, Instance: testInstance,
 		Clock: ta.clock, Logger: ta.logs.logger(), Registerer: ta.reg,
 	}
 	if edit != nil {
@@ -391,17 +401,20 @@ func newTestAgent(t testing.TB, client fencev1.FenceServiceClient, edit func(*Op
 	return ta
 }
 
-// start runs the agent until the test ends.
-func (ta *testAgent) start(t testing.TB) {
+// start runs the agent until the test ends, or until the returned function
+// stops it (and waits for Start to return).
+func (ta *testAgent) start(t testing.TB) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ta.Start(ctx) }()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Start: %v", err)
 		}
 	})
+	t.Cleanup(stop)
+	return stop
 }
 
 // eventually polls cond until it holds.

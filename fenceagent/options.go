@@ -3,11 +3,14 @@ package fenceagent
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
@@ -47,6 +50,13 @@ type Options struct {
 	ClusterUID string
 	// Epoch is the epoch this cluster declares, at least 1.
 	Epoch uint64
+	// Instance names this process within its cluster, e.g. the pod name:
+	// every process of a cluster (the replicas, the old and new pods of a
+	// rollout) holds a lease of its own, so the fence moves to another
+	// cluster only once none of them may still act as holder. Empty means
+	// DefaultInstance(): the host name with a random suffix, so that every
+	// start of the process is a new instance.
+	Instance string
 
 	// DeclareInterval is the time between two heartbeats; each wait is
 	// jittered below it so that many clusters do not declare in step.
@@ -102,6 +112,41 @@ func ValidateDomain(domain string) error {
 // Kubernetes UID has 36 characters).
 const maxUIDLength = 128
 
+// maxInstanceLength is the longest instance name the authority accepts (a
+// pod name has at most 253 characters).
+const maxInstanceLength = 253
+
+// instanceSuffixLength is the length of the random suffix of default
+// instance names, as long as the one Kubernetes gives pod names.
+const instanceSuffixLength = 5
+
+// DefaultInstance returns a name for this process as an instance of its
+// cluster: the host name (a pod's name, unless its spec sets another) with
+// a random suffix, so that a restarted process is a new instance and never
+// renews a lease its previous run may still be believed to hold.
+func DefaultInstance() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" || len(host) > maxInstanceLength-instanceSuffixLength-1 || ValidateInstance(host) != nil {
+		host = "fencegate"
+	}
+	return host + "-" + utilrand.String(instanceSuffixLength)
+}
+
+// ValidateInstance checks an instance name as the authority does: at most
+// 253 characters of UTF-8, without spaces or control characters.
+func ValidateInstance(instance string) error {
+	const how = "set --instance (FENCEGATE_INSTANCE) to this process's pod name, or leave it empty for the host name with a random suffix"
+	switch {
+	case len(instance) > maxInstanceLength:
+		return fmt.Errorf("instance name is %d characters long, more than the %d the authority accepts: %s", len(instance), maxInstanceLength, how)
+	case !utf8.ValidString(instance):
+		return fmt.Errorf("instance name %q is not valid UTF-8: %s", instance, how)
+	case strings.ContainsFunc(instance, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Errorf("instance name %q contains spaces or control characters: %s", instance, how)
+	}
+	return nil
+}
+
 // validateClusterUID applies the authority's rules for cluster UIDs, so that
 // a bad override fails at start instead of on every declaration.
 func validateClusterUID(uid string) error {
@@ -135,6 +180,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.Instance == "" {
+		o.Instance = DefaultInstance()
+	}
 
 	var errs []error
 	if o.Client == nil {
@@ -153,6 +201,9 @@ func (o Options) withDefaults() (Options, error) {
 		errs = append(errs, err)
 	}
 	if err := ValidateEpoch(o.Epoch); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateInstance(o.Instance); err != nil {
 		errs = append(errs, err)
 	}
 	if o.DeclareInterval < 0 {

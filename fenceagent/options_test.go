@@ -1,6 +1,7 @@
 package fenceagent
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,14 @@ func TestNewValidatesOptions(t *testing.T) {
 		"cluster UID too long": {
 			edit: func(o *Options) { o.ClusterUID = strings.Repeat("a", 129) }, wantErr: []string{"129 characters long"},
 		},
-		"epoch 0": {edit: func(o *Options) { o.Epoch = 0 }, wantErr: []string{"epoch is 0", "--epoch", "1 or more"}},
+		"epoch 0":                {edit: func(o *Options) { o.Epoch = 0 }, wantErr: []string{"epoch is 0", "--epoch", "1 or more"}},
+		"a pod name as instance": {edit: func(o *Options) { o.Instance = "fencegate-5c7d9f8b6-q2w4e" }},
+		"instance with a space": {
+			edit: func(o *Options) { o.Instance = "pod 1" }, wantErr: []string{`instance name "pod 1" contains spaces`, "--instance", "FENCEGATE_INSTANCE"},
+		},
+		"instance too long": {
+			edit: func(o *Options) { o.Instance = strings.Repeat("p", 254) }, wantErr: []string{"instance name is 254 characters long"},
+		},
 		"timeout not below interval": {
 			edit:    func(o *Options) { o.DeclareInterval, o.DeclareTimeout = time.Second, time.Second },
 			wantErr: []string{"declare timeout 1s is not shorter than the declare interval 1s"},
@@ -136,5 +144,34 @@ func TestValidateClusterNameAndEpoch(t *testing.T) {
 				t.Errorf("ValidateEpoch(%d) = %v", tc.epoch, err)
 			}
 		})
+	}
+}
+
+// TestDefaultInstance: without an instance name, each agent is a new
+// instance named after its host, which the authority accepts.
+func TestDefaultInstance(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skipf("no host name: %v", err)
+	}
+	opts := Options{
+		Client: fencev1.NewFenceServiceClient(nil), Writer: &recordingWriter{log: &storeLog{}},
+		ClusterName: "east", ClusterUID: testSelf.UID, Epoch: 1,
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		c, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := c.opts.Instance
+		suffix, ok := strings.CutPrefix(name, host+"-")
+		if !ok || len(suffix) != instanceSuffixLength || ValidateInstance(name) != nil {
+			t.Errorf("default instance %q: want %q, a dash and %d random characters", name, host, instanceSuffixLength)
+		}
+		if seen[name] {
+			t.Errorf("two agents got the instance name %q", name)
+		}
+		seen[name] = true
 	}
 }

@@ -13,6 +13,8 @@ import (
 type rules struct {
 	domain string
 	self   fencestate.Cluster
+	// instance names this process within its cluster.
+	instance string
 	// margin is taken off every granted lease.
 	margin time.Duration
 }
@@ -120,6 +122,18 @@ func (r rules) expired(cur fencestate.State) fencestate.State {
 	s.Reason = ReasonAuthorityUnreachable
 	s.Message = fmt.Sprintf("the last fence status of cluster %s (%s) is too old to rely on. %s", describe(r.self), cur.Status, lastAnswer(cur))
 	return s
+}
+
+// shuttingDown is the state the agent leaves behind when it stops: not
+// holding, so that a process whose webhook still answers admits nothing
+// after its lease is released.
+func (r rules) shuttingDown(cur fencestate.State) fencestate.State {
+	return fencestate.State{
+		Status: fencestate.Unknown, Domain: r.domain, Cluster: r.self, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS,
+		Reason: ReasonShuttingDown,
+		Message: fmt.Sprintf("the fence agent of cluster %s (instance %s) has stopped: this process is shutting down, gives its lease up and no longer acts as holder",
+			describe(r.self), r.instance),
+	}
 }
 
 // unknownMessage is the part of an unknown state's message that does not
