@@ -129,6 +129,9 @@ type environment struct {
 	// OPAReadOptimizedArg is whether OPA ran with
 	// --optimize-store-for-read-speed.
 	OPAReadOptimizedArg bool
+	// LogsMoved is whether the stack's logs were moved out of the
+	// directory of fencegate's config file.
+	LogsMoved bool
 }
 
 // results are everything report prints.
@@ -395,7 +398,7 @@ func (b *bench) churnRun(srv *server) (loadResult, error) {
 func (b *bench) environment() environment {
 	env := environment{
 		Started: time.Now(), Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
-		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.readOptimal,
+		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.readOptimal, LogsMoved: b.o.moveLogs,
 	}
 	if out, err := exec.Command(b.opaBin, "version").Output(); err == nil {
 		first, _, _ := strings.Cut(string(out), "\n")

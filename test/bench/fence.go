@@ -67,3 +67,26 @@ func stackConfig(s *stack.Stack) (path string, config map[string]any, err error)
 	}
 	return path, config, nil
 }
+
+// moveLogs moves the stack's log files out of its directory, which also
+// holds fencegate's config file, into dir/logs. fencegate's engine watches
+// the directory of its config file (to see ConfigMap updates), so every
+// decision log line written next to it wakes the watcher of every fencegate
+// of the stack; deployed, the log goes to the container's stdout and
+// nothing writes into the config's directory. The processes keep writing
+// to the same files, now found under dir/logs.
+func moveLogs(dir string) error {
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return fmt.Errorf("list the stack's logs: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+		return fmt.Errorf("log directory: %w", err)
+	}
+	for _, l := range logs {
+		if err := os.Rename(l, filepath.Join(dir, "logs", filepath.Base(l))); err != nil {
+			return fmt.Errorf("move %s out of fencegate's config directory: %w", l, err)
+		}
+	}
+	return nil
+}

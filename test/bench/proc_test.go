@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +136,34 @@ func checkErr(t *testing.T, err error, wantErr string) {
 		t.Fatalf("no error, want one saying %q", wantErr)
 	case wantErr != "" && !strings.Contains(err.Error(), wantErr):
 		t.Fatalf("error %q does not say %q", err, wantErr)
+	}
+}
+
+func TestMoveLogsLeavesTheConfigDirectoryQuiet(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"east-epoch1.log", "authority.log", "config.yaml"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A process that has its log open keeps writing to it after the move.
+	f, err := os.OpenFile(filepath.Join(dir, "east-epoch1.log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := moveLogs(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(" more"); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(left) != 2 || !slices.Contains(left, filepath.Join(dir, "config.yaml")) || !slices.Contains(left, filepath.Join(dir, "logs")) {
+		t.Errorf("the config directory holds %v, want config.yaml and logs", left)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "logs", "east-epoch1.log"))
+	if err != nil || string(got) != "east-epoch1.log more" {
+		t.Errorf("moved log holds %q (%v)", got, err)
 	}
 }
