@@ -151,7 +151,7 @@ func TestMoveLogsLeavesTheConfigDirectoryQuiet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := moveLogs(dir); err != nil {
 		t.Fatal(err)
 	}
