@@ -2,7 +2,6 @@ package safety
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -93,19 +92,12 @@ func TestCheckerCatchesABrokenFence(t *testing.T) {
 	}
 }
 
-// knownIssuesEnv runs the histories that show an open safety issue.
-const knownIssuesEnv = "FENCEGATE_SAFETY_KNOWN_ISSUES"
-
-// TestOneReleaseForEveryPod shows that a cluster runs several agents (the
-// chart's replicas, and the old and new pods of a rollout) while the
-// authority keeps one lease per cluster: when one pod is told
-// CLUSTER_FENCED and releases, the fence moves at once, while another pod
-// of the same cluster, cut off from the authority, still admits until its
-// own lease runs out.
+// TestOneReleaseForEveryPod: a cluster runs several agents (the chart's
+// replicas, and the old and new pods of a rollout), each with a lease of
+// its own. When one pod is told CLUSTER_FENCED and releases, the fence
+// must not move while another pod of the same cluster, cut off from the
+// authority, may still admit until its own lease runs out.
 func TestOneReleaseForEveryPod(t *testing.T) {
-	if os.Getenv(knownIssuesEnv) == "" {
-		t.Skipf("known unsafe: ReleaseFence by one pod ends the lease of every pod of its cluster; set %s=1 to run", knownIssuesEnv)
-	}
 	tests := map[string]schedule{
 		"two replicas, one partitioned": scripted(2,
 			step{at: time.Second, kind: partition, cluster: 0, replica: 1, mode: tcpproxy.Drop, length: 3 * time.Second},
