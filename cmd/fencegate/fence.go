@@ -53,7 +53,7 @@ func newFenceCommandWithClock(clk clock.PassiveClock) *cobra.Command {
 func (o *fenceOptions) statusCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show the holder, the pending takeover, the lease and every cluster seen",
+		Short: "Show the holder with the lease of each of its instances, the pending takeover and every cluster seen",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, ctx, cancel, err := o.client(cmd.Context())
@@ -71,15 +71,19 @@ func (o *fenceOptions) statusCommand() *cobra.Command {
 }
 
 func (o *fenceOptions) releaseCommand() *cobra.Command {
-	var uid string
+	var uid, instance string
 	var epoch uint64
 	cmd := &cobra.Command{
 		Use:   "release",
-		Short: "Release the fence on behalf of its holder, e.g. to hand it over to a pending takeover",
-		Long: `Release the fence on behalf of its holder. The holder's agent normally does
-this itself when it is told a takeover is pending; run it by hand for a planned
-handover once the holder's cluster has stopped changing its Components. A
-pending takeover is granted on its next declaration.`,
+		Short: "Release the lease of one instance of the holder, e.g. to hand the fence over to a pending takeover",
+		Long: `Release the lease of one instance of the holder. Every process of the holding
+cluster (each fencegate pod) is an instance with a lease of its own, and the
+fence moves to another cluster only once each instance released its lease or
+the lease ended; "fence status" lists them. The holder's agents normally release
+by themselves when they are told a takeover is pending, or when they stop; run
+this by hand for an instance whose process is gone, or for a planned handover
+once the holder's cluster has stopped changing its Components. A pending
+takeover is granted on its next declaration once no instance holds a lease.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if uid == "" || epoch == 0 {
@@ -90,14 +94,12 @@ pending takeover is granted on its next declaration.`,
 				return err
 			}
 			defer cancel()
-			resp, err := client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: o.domain, ClusterUid: uid, Epoch: epoch})
+			resp, err := client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: o.domain, ClusterUid: uid, Epoch: epoch, Instance: instance})
 			if err != nil {
 				return fmt.Errorf("release the fence at %s: %w", o.conn.address, err)
 			}
 			if o.output == "table" {
-				h := resp.GetFence().GetHolder()
-				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "Released the fence of domain %s held by %s at epoch %d.\n\n",
-					resp.GetFence().GetDomain(), h.GetClusterName(), h.GetEpoch()); err != nil {
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\n\n", releaseSummary(resp.GetFence(), instance)); err != nil {
 					return err
 				}
 			}
@@ -105,8 +107,45 @@ pending takeover is granted on its next declaration.`,
 		},
 	}
 	cmd.Flags().StringVar(&uid, "cluster-uid", "", "UID of the holding cluster (its kube-system Namespace's UID)")
-	cmd.Flags().Uint64Var(&epoch, "epoch", 0, "the holder's epoch")
+	cmd.Flags().Uint64Var(&epoch, "epoch", 0, "the epoch the instance declared")
+	cmd.Flags().StringVar(&instance, "instance", "", `the instance whose lease is released, as "fence status" lists it (a fencegate pod's name); empty is the instance of clients that name none`)
 	return cmd
+}
+
+// releaseSummary says what a successful release of instance did to the
+// fence f it returned.
+func releaseSummary(f *fencev1.Fence, instance string) string {
+	h := f.GetHolder()
+	var lease *fencev1.InstanceLease
+	others := 0
+	for _, l := range h.GetInstances() {
+		switch {
+		case l.GetInstance() == instance:
+			lease = l
+		case !l.GetReleased():
+			others++
+		}
+	}
+	switch {
+	case lease == nil:
+		return fmt.Sprintf("Instance %s of %s holds no lease of the fence of domain %s (it never declared, or its lease ended): nothing to release.",
+			instanceName(instance), h.GetClusterName(), f.GetDomain())
+	case h.GetReleased():
+		return fmt.Sprintf("Released the fence of domain %s held by %s at epoch %d: no instance of %s holds a lease any more.",
+			f.GetDomain(), h.GetClusterName(), h.GetEpoch(), h.GetClusterName())
+	default:
+		return fmt.Sprintf("Released the lease of instance %s of %s in domain %s; %d other instance(s) of %s still hold a lease, and the fence stays with %s until each one released or its lease ended.",
+			instanceName(instance), h.GetClusterName(), f.GetDomain(), others, h.GetClusterName(), h.GetClusterName())
+	}
+}
+
+// instanceName shows an instance name; the empty one is that of clients
+// that name none.
+func instanceName(instance string) string {
+	if instance == "" {
+		return `""`
+	}
+	return instance
 }
 
 func (o *fenceOptions) watchCommand() *cobra.Command {
@@ -204,12 +243,22 @@ type fenceView struct {
 }
 
 type holderView struct {
-	ClusterName           string    `json:"cluster_name"`
-	ClusterUID            string    `json:"cluster_uid"`
+	ClusterName           string         `json:"cluster_name"`
+	ClusterUID            string         `json:"cluster_uid"`
+	Epoch                 uint64         `json:"epoch"`
+	Token                 uint64         `json:"token"`
+	Released              bool           `json:"released"`
+	AcquireTime           time.Time      `json:"acquire_time"`
+	LeaseExpireTime       time.Time      `json:"lease_expire_time"`
+	LeaseRemainingSeconds float64        `json:"lease_remaining_seconds"`
+	Instances             []instanceView `json:"instances"`
+}
+
+// instanceView is the lease of one instance of the holder.
+type instanceView struct {
+	Instance              string    `json:"instance"`
 	Epoch                 uint64    `json:"epoch"`
-	Token                 uint64    `json:"token"`
 	Released              bool      `json:"released"`
-	AcquireTime           time.Time `json:"acquire_time"`
 	LeaseExpireTime       time.Time `json:"lease_expire_time"`
 	LeaseRemainingSeconds float64   `json:"lease_remaining_seconds"`
 }
@@ -245,9 +294,15 @@ func (o *fenceOptions) view(f *fencev1.Fence) fenceView {
 			Released:        h.GetReleased(),
 			AcquireTime:     h.GetAcquireTime().AsTime(),
 			LeaseExpireTime: h.GetLeaseExpireTime().AsTime(),
+			Instances:       []instanceView{},
 		}
-		if left := v.Holder.LeaseExpireTime.Sub(o.clock.Now()); left > 0 {
-			v.Holder.LeaseRemainingSeconds = left.Seconds()
+		v.Holder.LeaseRemainingSeconds = o.remaining(v.Holder.LeaseExpireTime)
+		for _, l := range h.GetInstances() {
+			end := l.GetLeaseExpireTime().AsTime()
+			v.Holder.Instances = append(v.Holder.Instances, instanceView{
+				Instance: l.GetInstance(), Epoch: l.GetEpoch(), Released: l.GetReleased(),
+				LeaseExpireTime: end, LeaseRemainingSeconds: o.remaining(end),
+			})
 		}
 	}
 	if p := f.GetPending(); p != nil {
@@ -265,6 +320,24 @@ func (o *fenceOptions) view(f *fencev1.Fence) fenceView {
 	return v
 }
 
+// remaining is how long until end, in seconds; 0 once it passed.
+func (o *fenceOptions) remaining(end time.Time) float64 {
+	return max(end.Sub(o.clock.Now()), 0).Seconds()
+}
+
+// leaseText says where a lease stands at now.
+func leaseText(released bool, end, now time.Time, releasedBy string) string {
+	left := end.Sub(now)
+	switch {
+	case released:
+		return "released by " + releasedBy
+	case left > 0:
+		return fmt.Sprintf("ends in %s, at %s", left.Round(100*time.Millisecond), timestamp(end))
+	default:
+		return fmt.Sprintf("ended %s ago, at %s, without renewal", (-left).Round(100*time.Millisecond), timestamp(end))
+	}
+}
+
 func (o *fenceOptions) printFence(out io.Writer, f *fencev1.Fence) error {
 	v := o.view(f)
 	if o.output == "json" {
@@ -279,15 +352,7 @@ func (o *fenceOptions) printFence(out io.Writer, f *fencev1.Fence) error {
 	if h := v.Holder; h != nil {
 		w.printf("Holder:\t%s (uid %s) at epoch %d, token %d\n", h.ClusterName, h.ClusterUID, h.Epoch, h.Token)
 		w.printf("Acquired:\t%s (%s ago)\n", timestamp(h.AcquireTime), duration.HumanDuration(now.Sub(h.AcquireTime)))
-		left := h.LeaseExpireTime.Sub(now)
-		switch {
-		case h.Released:
-			w.printf("Lease:\treleased by the holder\n")
-		case left > 0:
-			w.printf("Lease:\tends in %s, at %s\n", left.Round(100*time.Millisecond), timestamp(h.LeaseExpireTime))
-		default:
-			w.printf("Lease:\tended %s ago, at %s, without renewal\n", (-left).Round(100*time.Millisecond), timestamp(h.LeaseExpireTime))
-		}
+		w.printf("Lease:\t%s\n", leaseText(h.Released, h.LeaseExpireTime, now, "every instance of the holder"))
 	} else {
 		w.printf("Holder:\tnone: no cluster declared in this domain yet\n")
 	}
@@ -303,6 +368,20 @@ func (o *fenceOptions) printFence(out io.Writer, f *fencev1.Fence) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if h := v.Holder; h != nil && len(h.Instances) > 0 {
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		w = &printer{w: tw}
+		w.printf("\nINSTANCE\tEPOCH\tLEASE\n")
+		for _, l := range h.Instances {
+			w.printf("%s\t%d\t%s\n", instanceName(l.Instance), l.Epoch, leaseText(l.Released, l.LeaseExpireTime, now, "the instance"))
+		}
+		if w.err != nil {
+			return w.err
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	if len(v.Clusters) == 0 {
 		return nil

@@ -34,20 +34,31 @@ func runFence(ctx context.Context, clk *clocktesting.FakeClock, args ...string) 
 
 func declare(ctx context.Context, t *testing.T, client fencev1.FenceServiceClient, name string, epoch uint64) *fencev1.DeclareClusterEpochResponse {
 	t.Helper()
-	resp, _ := client.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{ClusterName: name, ClusterUid: "uid-" + name, Epoch: epoch})
+	return declareAs(ctx, t, client, name, epoch, "")
+}
+
+// declareAs declares as one instance of a cluster.
+func declareAs(ctx context.Context, t *testing.T, client fencev1.FenceServiceClient, name string, epoch uint64, instance string) *fencev1.DeclareClusterEpochResponse {
+	t.Helper()
+	resp, _ := client.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{ClusterName: name, ClusterUid: "uid-" + name, Epoch: epoch, Instance: instance})
 	return resp
 }
 
-// takeoverPending makes east the holder at epoch 7, west a pending takeover
-// at epoch 8 and north a fenced cluster at epoch 3, then moves the clock on
-// to t0+4s. It returns east's token.
+// takeoverPending makes east the holder at epoch 7 with two instances
+// (east-1 at t0, east-2 at t0+1s), west a pending takeover at epoch 8 and
+// north a fenced cluster at epoch 3, then moves the clock on to t0+4s. It
+// returns east's token.
 func takeoverPending(ctx context.Context, t *testing.T, clk *clocktesting.FakeClock, client fencev1.FenceServiceClient) uint64 {
 	t.Helper()
-	east := declare(ctx, t, client, "east", 7)
+	east := declareAs(ctx, t, client, "east", 7, "east-1")
 	if east == nil {
 		t.Fatal("east was not granted the fence")
 	}
-	clk.Step(2 * time.Second)
+	clk.Step(time.Second)
+	if declareAs(ctx, t, client, "east", 7, "east-2") == nil {
+		t.Fatal("east's second instance was refused")
+	}
+	clk.Step(time.Second)
 	declare(ctx, t, client, "west", 8)
 	clk.Step(time.Second)
 	declare(ctx, t, client, "north", 3)
@@ -82,12 +93,16 @@ Lease TTL:  15s
 	want = fmt.Sprintf(`Domain:     default
 Holder:     east (uid uid-east) at epoch 7, token %d
 Acquired:   2023-11-14T22:13:20Z (4s ago)
-Lease:      ends in 11s, at 2023-11-14T22:13:35Z
+Lease:      ends in 12s, at 2023-11-14T22:13:36Z
 Pending:    west (uid uid-west) at epoch 8, waiting since 2023-11-14T22:13:22Z (2s ago)
 Lease TTL:  15s
 
+INSTANCE  EPOCH  LEASE
+east-1    7      ends in 11s, at 2023-11-14T22:13:35Z
+east-2    7      ends in 12s, at 2023-11-14T22:13:36Z
+
 CLUSTER  UID        HIGHEST EPOCH  LAST EPOCH  LAST DECLARATION      AGE
-east     uid-east   7              7           2023-11-14T22:13:20Z  4s
+east     uid-east   7              7           2023-11-14T22:13:21Z  3s
 north    uid-north  3              3           2023-11-14T22:13:23Z  1s
 west     uid-west   8              8           2023-11-14T22:13:22Z  2s
 `, token)
@@ -107,13 +122,17 @@ west     uid-west   8              8           2023-11-14T22:13:22Z  2s
 		Domain: "default",
 		Holder: &holderView{
 			ClusterName: "east", ClusterUID: "uid-east", Epoch: 7, Token: token,
-			AcquireTime: t0.UTC(), LeaseExpireTime: t0.Add(15 * time.Second).UTC(), LeaseRemainingSeconds: 11,
+			AcquireTime: t0.UTC(), LeaseExpireTime: t0.Add(16 * time.Second).UTC(), LeaseRemainingSeconds: 12,
+			Instances: []instanceView{
+				{Instance: "east-1", Epoch: 7, LeaseExpireTime: t0.Add(15 * time.Second).UTC(), LeaseRemainingSeconds: 11},
+				{Instance: "east-2", Epoch: 7, LeaseExpireTime: t0.Add(16 * time.Second).UTC(), LeaseRemainingSeconds: 12},
+			},
 		},
 		Pending:         &pendingView{ClusterName: "west", ClusterUID: "uid-west", Epoch: 8, RequestTime: t0.Add(2 * time.Second).UTC()},
 		LeaseTTLSeconds: 15,
 		Revision:        got.Revision,
 		Clusters: []clusterView{
-			{ClusterName: "east", ClusterUID: "uid-east", HighestEpoch: 7, LastEpoch: 7, LastDeclareTime: t0.UTC()},
+			{ClusterName: "east", ClusterUID: "uid-east", HighestEpoch: 7, LastEpoch: 7, LastDeclareTime: t0.Add(time.Second).UTC()},
 			{ClusterName: "north", ClusterUID: "uid-north", HighestEpoch: 3, LastEpoch: 3, LastDeclareTime: t0.Add(3 * time.Second).UTC()},
 			{ClusterName: "west", ClusterUID: "uid-west", HighestEpoch: 8, LastEpoch: 8, LastDeclareTime: t0.Add(2 * time.Second).UTC()},
 		},
@@ -133,18 +152,32 @@ func TestFenceRelease(t *testing.T) {
 	defer cancel()
 	takeoverPending(ctx, t, clk, srv.Client(t))
 
+	// The cases run in order: east's instances release one after the
+	// other.
 	tests := []struct {
 		name    string
 		args    []string
 		wantOut string
+		// wantIn is a part of the fence the output must show.
+		wantIn  string
 		wantErr string
 	}{
 		{name: "no uid", args: []string{"--epoch", "7"}, wantErr: "--cluster-uid and --epoch name the holder that releases: both are required"},
 		{name: "not the holder", args: []string{"--cluster-uid", "uid-west", "--epoch", "8"},
 			wantErr: `cluster uid uid-west cannot release the fence: cluster "east" (uid uid-east) holds it at epoch 7`},
-		{name: "the holder", args: []string{"--cluster-uid", "uid-east", "--epoch", "7"},
-			wantOut: "Released the fence of domain default held by east at epoch 7.\n\nDomain:     default\n"},
-		{name: "again", args: []string{"--cluster-uid", "uid-east", "--epoch", "7", "-o", "json"}, wantOut: "{\n  \"domain\": \"default\""},
+		{name: "below the instance's epoch", args: []string{"--cluster-uid", "uid-east", "--epoch", "6", "--instance", "east-1"},
+			wantErr: `instance "east-1" of cluster "east" (uid uid-east) cannot release its lease of the fence with epoch 6: it declared epoch 7`},
+		{name: "an instance without a lease", args: []string{"--cluster-uid", "uid-east", "--epoch", "7"},
+			wantOut: `Instance "" of east holds no lease of the fence of domain default (it never declared, or its lease ended): nothing to release.` + "\n\nDomain:     default\n",
+			wantIn:  "east-1    7      ends in 11s"},
+		{name: "one of two instances", args: []string{"--cluster-uid", "uid-east", "--epoch", "7", "--instance", "east-1"},
+			wantOut: "Released the lease of instance east-1 of east in domain default; 1 other instance(s) of east still hold a lease, and the fence stays with east until each one released or its lease ended.\n\nDomain:     default\n",
+			wantIn:  "east-1    7      released by the instance"},
+		{name: "the last instance", args: []string{"--cluster-uid", "uid-east", "--epoch", "7", "--instance", "east-2"},
+			wantOut: "Released the fence of domain default held by east at epoch 7: no instance of east holds a lease any more.\n\nDomain:     default\n",
+			wantIn:  "Lease:      released by every instance of the holder"},
+		{name: "again", args: []string{"--cluster-uid", "uid-east", "--epoch", "7", "--instance", "east-2", "-o", "json"},
+			wantOut: "{\n  \"domain\": \"default\"", wantIn: `"released": true`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,8 +194,8 @@ func TestFenceRelease(t *testing.T) {
 			if !strings.HasPrefix(out, tc.wantOut) {
 				t.Errorf("output\n%s\nwant it to start with\n%s", out, tc.wantOut)
 			}
-			if !strings.Contains(out, "released") {
-				t.Errorf("output does not show the release:\n%s", out)
+			if !strings.Contains(out, tc.wantIn) {
+				t.Errorf("output does not show %q:\n%s", tc.wantIn, out)
 			}
 		})
 	}
