@@ -372,3 +372,28 @@ func TestResidualReuse(t *testing.T) {
 		})
 	}
 }
+
+func TestRelevantFileChanges(t *testing.T) {
+	e := &Engine{policyDir: "/etc/fencegate/policies/", configFiles: []string{"/etc/fencegate/config/config.yaml"}}
+	tests := map[string]struct {
+		name string
+		want bool
+	}{
+		"a policy file":                  {"/etc/fencegate/policies/admission.rego", true},
+		"a policy's Rego test":           {"/etc/fencegate/policies/admission_test.rego", true},
+		"the ConfigMap's ..data swap":    {"/etc/fencegate/policies/..data", true},
+		"the ConfigMap's new data dir":   {"/etc/fencegate/config/..2026_11_30_10_00_00.123", true},
+		"the config file":                {"/etc/fencegate/config/config.yaml", true},
+		"a log file beside the config":   {"/etc/fencegate/config/fencegate.log", false},
+		"an editor's swap file":          {"/etc/fencegate/policies/.admission.rego.swp", false},
+		"a JSON file in the policy dir":  {"/etc/fencegate/policies/notes.json", false},
+		"another config in the same dir": {"/etc/fencegate/config/other.yaml", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := e.relevant(tc.name); got != tc.want {
+				t.Errorf("relevant(%q) = %v, want %v", tc.name, got, tc.want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -55,9 +56,12 @@ func (e *Engine) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-watcher.Events:
+		case event, ok := <-watcher.Events:
 			if !ok {
 				return nil
+			}
+			if !e.relevant(event.Name) {
+				continue
 			}
 			if timer != nil {
 				timer.Stop()
@@ -79,4 +83,19 @@ func (e *Engine) Start(ctx context.Context) error {
 			_ = e.Reload(ctx)
 		}
 	}
+}
+
+// relevant reports whether a change to the named file can change what
+// Reload reads: a policy file, a config file, or the kubelet's swap of a
+// ConfigMap volume's ..data link. Other files sharing the directories (logs,
+// editors' swap files) do not wake a reload.
+func (e *Engine) relevant(name string) bool {
+	base := filepath.Base(name)
+	if strings.HasPrefix(base, "..") {
+		return true
+	}
+	if e.policyDir != "" && filepath.Dir(name) == filepath.Clean(e.policyDir) && strings.HasSuffix(base, ".rego") {
+		return true
+	}
+	return slices.ContainsFunc(e.configFiles, func(f string) bool { return filepath.Clean(f) == filepath.Clean(name) })
 }

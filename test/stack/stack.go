@@ -120,7 +120,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		opts.Say = func(string, ...any) {}
 	}
 	s := &Stack{Binary: opts.Binary, Dir: opts.Dir, opts: opts}
-	if err := os.WriteFile(filepath.Join(s.Dir, "config.yaml"), []byte(configFile), 0o600); err != nil {
+	// The config has a directory of its own: fencegate watches the
+	// directory, and the logs written beside it would wake that watch.
+	if err := os.MkdirAll(filepath.Join(s.Dir, "config"), 0o700); err != nil {
+		return s, fmt.Errorf("fencegate config directory: %w", err)
+	}
+	if err := os.WriteFile(s.configPath(), []byte(configFile), 0o600); err != nil {
 		return s, fmt.Errorf("write fencegate config: %w", err)
 	}
 	var err error
@@ -160,6 +165,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	return s, nil
 }
+
+// configPath is the file of data.fencegate.config every fencegate reads.
+func (s *Stack) configPath() string { return filepath.Join(s.Dir, "config", "config.yaml") }
 
 // Cluster returns the named cluster; it panics on a name the stack does not
 // have, which is a bug in the caller.
@@ -212,7 +220,7 @@ func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
 		"--kubeconfig", c.Kubeconfig,
 		"--namespace", Namespace,
 		"--leader-elect",
-		"--config-file", filepath.Join(s.Dir, "config.yaml"),
+		"--config-file", s.configPath(),
 		"--webhook-address", webhook,
 		"--webhook-cert-dir", c.webhooks.LocalServingCertDir,
 		"--webhook-certs", "external",
