@@ -115,9 +115,13 @@ func FuzzRPCs(f *testing.F) {
 		case 1:
 			var resp *fencev1.ReleaseFenceResponse
 			resp, err = client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: domain, ClusterUid: uid, Epoch: epoch, Instance: instance})
-			// Released, released before, or no lease to release.
+			// Released now or before, at the instance's epoch or above; or
+			// no lease to release (none, or one that has ended: the
+			// authority's clock is the real one).
 			if h := resp.GetFence().GetHolder(); err == nil {
-				if l := instanceLease(h, instance); h.GetClusterUid() != uid || l != nil && (!l.GetReleased() || epoch < l.GetEpoch()) {
+				l := instanceLease(h, instance)
+				running := l != nil && l.GetLeaseExpireTime().AsTime().After(time.Now())
+				if h.GetClusterUid() != uid || running && (!l.GetReleased() || epoch < l.GetEpoch()) {
 					t.Fatalf("released as %s@%d, instance %q, answered %v", uid, epoch, instance, resp)
 				}
 			}
