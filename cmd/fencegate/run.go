@@ -50,6 +50,7 @@ type runOptions struct {
 	epoch       uint64
 	domain      string
 	clusterUID  string
+	instance    string
 	authority   authorityClientOptions
 
 	declareInterval time.Duration
@@ -112,6 +113,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.epoch, "epoch", 0, "this cluster's epoch, at least 1; raise it above the active cluster's to fail over (required)")
 	fs.StringVar(&o.domain, "domain", fenceagent.DefaultDomain, "the fence's domain: clusters fence each other within one domain")
 	fs.StringVar(&o.clusterUID, "cluster-uid", "", "this cluster's identity, overriding the UID of its kube-system Namespace")
+	fs.StringVar(&o.instance, "instance", "", "this process's name within its cluster, e.g. the pod name: each instance holds its own lease (default: the host name with a random suffix)")
 	o.authority.addFlags(fs)
 
 	fs.DurationVar(&o.declareInterval, "declare-interval", fenceagent.DefaultDeclareInterval, "time between two declarations to the authority (jittered)")
@@ -161,6 +163,11 @@ func (o *runOptions) validate() error {
 	}
 	if err := fenceagent.ValidateDomain(o.domain); err != nil {
 		errs = append(errs, err)
+	}
+	if o.instance != "" {
+		if err := fenceagent.ValidateInstance(o.instance); err != nil {
+			errs = append(errs, flagError("instance", "%v", err))
+		}
 	}
 	if _, err := o.authority.tlsConfig(); err != nil {
 		errs = append(errs, err)
@@ -291,6 +298,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		Domain:          o.domain,
 		ClusterName:     o.clusterName,
 		ClusterUID:      uid,
+		Instance:        o.instance,
 		Epoch:           o.epoch,
 		DeclareInterval: o.declareInterval,
 		DeclareTimeout:  o.declareTimeout,

@@ -153,6 +153,9 @@ func TestFencegateChart(t *testing.T) {
 				if got := env(r.container, "FENCEGATE_NAMESPACE"); !strings.Contains(got, "metadata.namespace") {
 					t.Errorf("FENCEGATE_NAMESPACE = %s, want the downward API's metadata.namespace", got)
 				}
+				if got := env(r.container, "FENCEGATE_INSTANCE"); !strings.Contains(got, "metadata.name") {
+					t.Errorf("FENCEGATE_INSTANCE = %s, want the pod name from the downward API: each pod holds its own lease", got)
+				}
 				if *r.deploy.Spec.Replicas != 2 {
 					t.Errorf("replicas = %d, want 2", *r.deploy.Spec.Replicas)
 				}
