@@ -152,9 +152,11 @@ func ceilMillis(d time.Duration) int64 {
 }
 
 // storeError turns a failure of the store into a gRPC status: bad arguments
-// name their field; etcd being unreachable is Unavailable, so clients retry.
+// name their field; a request past a bound of the record and etcd being
+// unreachable are ResourceExhausted and Unavailable, so clients retry.
 func storeError(err error) error {
 	var fieldErr *statemachine.FieldError
+	var limitErr *statemachine.LimitError
 	switch {
 	case errors.As(err, &fieldErr):
 		st, detailErr := status.New(codes.InvalidArgument, fieldErr.Error()).WithDetails(&errdetails.BadRequest{
@@ -164,6 +166,8 @@ func storeError(err error) error {
 			return status.Error(codes.InvalidArgument, fieldErr.Error())
 		}
 		return st.Err()
+	case errors.As(err, &limitErr):
+		return status.Error(codes.ResourceExhausted, limitErr.Problem)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	case errors.Is(err, store.ErrContention):
@@ -178,8 +182,12 @@ func storeError(err error) error {
 // resultLabel is the metrics label of a failed call.
 func resultLabel(err error) string {
 	var fieldErr *statemachine.FieldError
-	if errors.As(err, &fieldErr) {
+	var limitErr *statemachine.LimitError
+	switch {
+	case errors.As(err, &fieldErr):
 		return "invalid"
+	case errors.As(err, &limitErr):
+		return "limited"
 	}
 	return "error"
 }

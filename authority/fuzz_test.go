@@ -32,7 +32,8 @@ func normalized(domain string) string {
 }
 
 // checkProtocolError checks that an error is one the protocol defines: a bad
-// argument that names its field, or a refusal with its ErrorInfo.
+// argument that names its field, a refusal with its ErrorInfo, or a new
+// instance of the holder past the bound of instances.
 func checkProtocolError(t *testing.T, call, domain string, err error) {
 	t.Helper()
 	st := status.Convert(err)
@@ -55,8 +56,12 @@ func checkProtocolError(t *testing.T, call, domain string, err error) {
 			!slices.Contains([]string{authority.ReasonClusterFenced, authority.ReasonEpochRegressed, authority.ReasonAcquiring}, info.GetReason()) {
 			t.Fatalf("%s: FailedPrecondition %q with ErrorInfo %v", call, st.Message(), info)
 		}
+	case codes.ResourceExhausted:
+		if !strings.Contains(st.Message(), "instances with a running lease") {
+			t.Fatalf("%s: ResourceExhausted %q: want it to say the holder has too many instances", call, st.Message())
+		}
 	default:
-		t.Fatalf("%s: %v: want OK, InvalidArgument or FailedPrecondition", call, err)
+		t.Fatalf("%s: %v: want OK, InvalidArgument, FailedPrecondition or ResourceExhausted", call, err)
 	}
 }
 

@@ -18,7 +18,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		declarations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_authority_declarations_total",
-			Help: "DeclareClusterEpoch calls by result: ok, fenced, regressed, acquiring, invalid or error.",
+			Help: "DeclareClusterEpoch calls by result: ok, fenced, regressed, acquiring, invalid, limited (too many instances of the holder) or error.",
 		}, []string{"result"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_authority_releases_total",

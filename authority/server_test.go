@@ -77,7 +77,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	want := `
-# HELP fencegate_authority_declarations_total DeclareClusterEpoch calls by result: ok, fenced, regressed, acquiring, invalid or error.
+# HELP fencegate_authority_declarations_total DeclareClusterEpoch calls by result: ok, fenced, regressed, acquiring, invalid, limited (too many instances of the holder) or error.
 # TYPE fencegate_authority_declarations_total counter
 fencegate_authority_declarations_total{result="acquiring"} 1
 fencegate_authority_declarations_total{result="fenced"} 1

@@ -17,6 +17,7 @@ import (
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/authority/authoritytest"
+	"github.com/fencegate/fencegate/authority/statemachine"
 )
 
 // call is one request of a protocol test and what it must get back.
@@ -341,5 +342,38 @@ func TestInvalidArguments(t *testing.T) {
 				t.Errorf("BadRequest field violations %v, want [%s]", fields, tc.wantField)
 			}
 		})
+	}
+}
+
+// TestTooManyInstances: the holder keeps a lease for at most MaxInstances
+// instances at a time; a new one past that is told to retry later
+// (ResourceExhausted), and is renewed once the others' leases ended.
+func TestTooManyInstances(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: 15 * time.Second, Clock: clock})
+	client := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	declare := func(instance string) error {
+		r := declareReq("", "east", 1)
+		r.Instance = instance
+		_, err := client.DeclareClusterEpoch(ctx, r)
+		return err
+	}
+	for i := range statemachine.MaxInstances {
+		if err := declare(fmt.Sprintf("pod-%d", i)); err != nil {
+			t.Fatalf("instance %d: %v", i, err)
+		}
+	}
+	err := declare("one-too-many")
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), `instance "one-too-many" is refused`) {
+		t.Fatalf("one instance too many: %v, want ResourceExhausted naming it", err)
+	}
+	if err := declare("pod-0"); err != nil {
+		t.Errorf("an instance with a lease renews at the bound: %v", err)
+	}
+	clock.Step(15 * time.Second)
+	if err := declare("one-too-many"); err != nil {
+		t.Errorf("once the other leases ended: %v", err)
 	}
 }

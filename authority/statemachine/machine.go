@@ -1,6 +1,23 @@
 package statemachine
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
+
+// MaxInstances bounds the instances of the holder with a running lease: a
+// cluster runs a few fencegate processes, and the bound keeps a client that
+// declares under ever new names (a crash loop, a bug) from growing the
+// stored record without end.
+const MaxInstances = 64
+
+// LimitError says that a request would grow the stored state past a bound;
+// it may succeed later, once leases ended.
+type LimitError struct {
+	Problem string
+}
+
+func (e *LimitError) Error() string { return e.Problem }
 
 // Outcome is how the authority answers a declaration.
 type Outcome int
@@ -95,7 +112,8 @@ type Machine struct {
 }
 
 // Declare applies DeclareClusterEpoch(d) to s at the authority's time now.
-// It never changes s. A bad request returns a *FieldError (case 1); every
+// It never changes s. A bad request returns a *FieldError (case 1), a new
+// instance of the holder beyond MaxInstances a *LimitError; every
 // valid declaration, accepted or refused, records the cluster's epoch and
 // the time it was seen. Leases are kept per instance of the holder: a
 // renewal extends only the declaring instance's lease, and the fence moves
@@ -134,6 +152,11 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 			// holder): it must not extend the holder's ownership.
 			answer.Outcome, answer.FenceReason = Fenced, TakeoverPending
 			break
+		}
+		if _, known := holder.Instances[d.Instance]; !known && holder.running(at) >= MaxInstances {
+			return Result{}, &LimitError{Problem: fmt.Sprintf(
+				"cluster %q already has %d instances with a running lease, the most the authority keeps; instance %q is refused until one of them releases its lease or the lease ends",
+				d.Cluster.Name, MaxInstances, d.Instance)}
 		}
 		answer.Outcome = Renewed
 		holder.Epoch = d.Epoch

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,22 @@ func releasedLease(epoch uint64, renewedAt time.Duration) Lease {
 	return l
 }
 
+// manyLeases is n leases at epoch, renewed at renewedAt, of instances
+// pod-0 to pod-(n-1).
+func manyLeases(n int, epoch uint64, renewedAt time.Duration) map[string]Lease {
+	out := map[string]Lease{}
+	for i := range n {
+		out[fmt.Sprintf("pod-%d", i)] = lease(epoch, renewedAt)
+	}
+	return out
+}
+
+// withLease sets the lease of one instance in leases.
+func withLease(leases map[string]Lease, instance string, l Lease) map[string]Lease {
+	leases[instance] = l
+	return leases
+}
+
 // released marks every instance of h released.
 func released(h *Holder) *Holder {
 	for name, l := range h.Instances {
@@ -94,10 +111,12 @@ func TestDeclare(t *testing.T) {
 		now   time.Duration // after t0
 
 		wantErrField string
-		want         Answer
-		wantHolder   *Holder
-		wantPending  *Pending
-		wantEvents   []EventType
+		// wantLimit expects a *LimitError.
+		wantLimit   bool
+		want        Answer
+		wantHolder  *Holder
+		wantPending *Pending
+		wantEvents  []EventType
 		// wantCluster is the declaring cluster's record afterwards; by
 		// default it has the declared epoch as last and highest epoch.
 		wantCluster *Cluster
@@ -265,6 +284,26 @@ func TestDeclare(t *testing.T) {
 			now:        time.Second,
 			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
 			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"": lease(3, 0), "a": lease(3, time.Second)}),
+		},
+		"4: a new instance beyond the bound is refused": {
+			state:     State{Holder: instances(holding(east, 3, 0), manyLeases(MaxInstances, 3, time.Second)), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:      declareAs(east, 3, "one-too-many"),
+			now:       2 * time.Second,
+			wantLimit: true,
+		},
+		"4: an instance with a lease renews at the bound": {
+			state:      State{Holder: instances(holding(east, 3, 0), manyLeases(MaxInstances, 3, time.Second)), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declareAs(east, 3, "pod-0"),
+			now:        2 * time.Second,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: instances(holding(east, 3, 0), withLease(manyLeases(MaxInstances, 3, time.Second), "pod-0", lease(3, 2*time.Second))),
+		},
+		"4: instances whose lease ended do not count against the bound": {
+			state:      State{Holder: instances(holding(east, 3, 0), manyLeases(MaxInstances, 3, 0)), Clusters: seen(map[Identity]uint64{east: 3})},
+			decl:       declareAs(east, 3, "pod-new"),
+			now:        ttl,
+			want:       Answer{Outcome: Renewed, HighestEpoch: 3},
+			wantHolder: instances(holding(east, 3, 0), map[string]Lease{"pod-new": lease(3, ttl)}),
 		},
 		"4: same uid under another name is another cluster": {
 			state:       State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})},
@@ -434,6 +473,13 @@ func TestDeclare(t *testing.T) {
 			got, err := machine.Declare(tc.state, tc.decl, t0.Add(tc.now))
 			if diff := cmp.Diff(before, tc.state); diff != "" {
 				t.Errorf("Declare changed its input state (-before +after):\n%s", diff)
+			}
+			if tc.wantLimit {
+				var limitErr *LimitError
+				if !errors.As(err, &limitErr) || !strings.Contains(limitErr.Error(), "running lease") {
+					t.Fatalf("error = %v, want a LimitError", err)
+				}
+				return
 			}
 			if tc.wantErrField != "" {
 				var fieldErr *FieldError

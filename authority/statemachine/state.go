@@ -100,6 +100,18 @@ func (h *Holder) Free(at UnixNano) bool {
 	return true
 }
 
+// running counts the instances whose lease has not ended by time at,
+// released or not: those a renewal at would keep.
+func (h *Holder) running(at UnixNano) int {
+	n := 0
+	for _, l := range h.Instances {
+		if at < l.ExpiresAt {
+			n++
+		}
+	}
+	return n
+}
+
 // lastLeaseEnd is when the last lease that is neither released nor over at
 // time at ends; at itself when the holder is free.
 func (h *Holder) lastLeaseEnd(at UnixNano) UnixNano {

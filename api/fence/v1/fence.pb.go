@@ -541,7 +541,9 @@ type DeclareClusterEpochRequest struct {
 	// Names the declaring process within its cluster, e.g. its pod name; each
 	// instance has its own lease. Empty is a valid instance (clients that do
 	// not name one). At most 253 characters, without spaces or control
-	// characters.
+	// characters. The holder keeps at most 64 instances with a running lease:
+	// a new one beyond that is refused with ResourceExhausted until a lease
+	// ends or is released.
 	Instance      string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
