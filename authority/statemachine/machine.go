@@ -112,12 +112,12 @@ type Machine struct {
 }
 
 // Declare applies DeclareClusterEpoch(d) to s at the authority's time now.
-// It never changes s. A bad request returns a *FieldError (case 1), a new
-// instance of the holder beyond MaxInstances a *LimitError; every
-// valid declaration, accepted or refused, records the cluster's epoch and
-// the time it was seen. Leases are kept per instance of the holder: a
-// renewal extends only the declaring instance's lease, and the fence moves
-// to another cluster only once the holder is Free.
+// It never changes s. A bad request returns a *FieldError (case 1), and a
+// new instance of the holder beyond MaxInstances a *LimitError; every other
+// declaration, accepted or refused, records the cluster's epoch and the
+// time it was seen. Leases are kept per instance of the holder: a renewal
+// extends only the declaring instance's lease, and the fence moves to
+// another cluster only once the holder is Free.
 func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) {
 	d.Domain = Normalize(d.Domain)
 	if err := d.Validate(); err != nil {
