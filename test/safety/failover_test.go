@@ -18,7 +18,8 @@ const (
 	runsEnv = "FENCEGATE_SAFETY_RUNS"
 	// seedEnv replays the one history of that seed.
 	seedEnv = "FENCEGATE_SAFETY_SEED"
-	// replicasEnv sets the number of pods per cluster (1 unless set).
+	// replicasEnv sets the number of pods per cluster; unset, each history
+	// draws one or two from its seed.
 	replicasEnv = "FENCEGATE_SAFETY_REPLICAS"
 	// defaultRuns keeps the test well under two minutes.
 	defaultRuns = 20
@@ -49,12 +50,13 @@ func seeds(t *testing.T) []uint64 {
 	return out
 }
 
-// replicas returns the number of pods per cluster.
+// replicas returns the number of pods per cluster, 0 to draw it per
+// history.
 func replicas(t *testing.T) int {
 	t.Helper()
 	s := os.Getenv(replicasEnv)
 	if s == "" {
-		return 1
+		return 0
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > 3 {
@@ -83,7 +85,7 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, events, denied := 0, 0, 0
+	steps, events, denied, multi := 0, 0, 0, 0
 	began := time.Now()
 	for i, seed := range list {
 		sched := plan(seed, pods)
@@ -94,20 +96,23 @@ func TestRandomizedFailover(t *testing.T) {
 		total.Handovers += r.Handovers
 		total.InFlight += r.InFlight
 		steps += len(sched.steps)
+		if sched.replicas > 1 {
+			multi++
+		}
 		events += len(h.Events)
 		denied += h.Denied
-		t.Logf("history %d/%d, seed %d: %d steps, %d admitted (%d tokens, %d handovers), %d denied",
-			i+1, len(list), seed, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied)
+		t.Logf("history %d/%d, seed %d: %d pod(s) per cluster, %d steps, %d admitted (%d tokens, %d handovers), %d denied",
+			i+1, len(list), seed, sched.replicas, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied)
 		if len(r.Violations) > 0 {
 			replay := fmt.Sprintf("replay its schedule with %s=%d", seedEnv, seed)
-			if pods != 1 {
+			if pods != 0 {
 				replay += fmt.Sprintf(" %s=%d", replicasEnv, pods)
 			}
 			t.Fatal(unsafe(sched, h, r, replay))
 		}
 	}
-	t.Logf("%d histories of 3 clusters × %d pod(s) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps, %d events",
-		len(list), pods, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps, events)
+	t.Logf("%d histories (%d of them with several pods per cluster) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps, %d events",
+		len(list), multi, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

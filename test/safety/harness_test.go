@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -210,6 +211,7 @@ func (r *run) startPod(c int, epoch uint64) *pod {
 		ClusterName:     clusterNames[c],
 		ClusterUID:      p.uid,
 		Epoch:           epoch,
+		Instance:        strings.ReplaceAll(p.name, "/", "-"),
 		DeclareInterval: declareInterval,
 		DeclareTimeout:  declareTimeout,
 		LeaseMargin:     leaseMargin,
@@ -348,17 +350,25 @@ func (r *run) stop() History {
 	r.mu.Lock()
 	pods := append([]*pod(nil), r.all...)
 	r.mu.Unlock()
+	// Stopped all at once: a partitioned agent's last release waits for
+	// its timeout.
+	var stopping sync.WaitGroup
+	for _, p := range pods {
+		stopping.Go(func() {
+			if p.stopServing != nil {
+				p.stopServing()
+			}
+			if p.stopAgent != nil {
+				p.stopAgent()
+			}
+			if p.proxy != nil {
+				p.proxy.Close()
+			}
+		})
+	}
+	stopping.Wait()
 	h := History{Seed: r.sched.seed}
 	for _, p := range pods {
-		if p.stopServing != nil {
-			p.stopServing()
-		}
-		if p.stopAgent != nil {
-			p.stopAgent()
-		}
-		if p.proxy != nil {
-			p.proxy.Close()
-		}
 		h.Admissions = append(h.Admissions, p.admissions...)
 		h.Denied += p.denied
 	}

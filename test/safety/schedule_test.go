@@ -18,7 +18,7 @@ const (
 	leaseMargin     = 300 * time.Millisecond
 	// chaos is the span over which a schedule's steps are spread; a
 	// history ends shortly after its last step.
-	chaos = 3 * time.Second
+	chaos = 2500 * time.Millisecond
 	// tail lets the last steps play out before everything stops.
 	tail = 400 * time.Millisecond
 )
@@ -84,10 +84,13 @@ type schedule struct {
 	end time.Duration
 }
 
-// plan draws a schedule of clusters with the given number of replicas
-// from seed.
+// plan draws a schedule from seed. Each cluster runs replicas pods; 0 draws
+// one or two (the chart's default) from the seed as well.
 func plan(seed uint64, replicas int) schedule {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	if replicas == 0 {
+		replicas = 1 + rng.IntN(2)
+	}
 	s := schedule{seed: seed, replicas: replicas, end: chaos + tail}
 	highest := uint64(0)
 	for _, name := range clusterNames {
