@@ -2,15 +2,15 @@
 // two clusters never both admit Component writes for one fence domain, and
 // fencing tokens only grow along time.
 //
-// Its tests run randomized failover histories: three clusters' fence agents
-// and policy engines in one process against a real authority (embedded
-// etcd), with epoch raises rolled out the way a Deployment rolls (old pods
+// Its tests run randomized failover histories: three clusters, each one or
+// two pods of a fence agent and a policy engine, in one process against a
+// real authority (embedded etcd), with epoch raises rolled out the way a Deployment rolls (old pods
 // keep answering while they stop), authority restarts, and partitions of one
 // agent (dropped or stalled by internal/tcpproxy), while every engine
 // answers a stream of concurrent AdmissionReviews. Every admitted request is
 // recorded with the time its Admit call began and ended and the fencing
 // token it was stamped with, and Check looks for a violation. A failing
 // history prints its seed; FENCEGATE_SAFETY_SEED=<seed> replays its
-// schedule, and FENCEGATE_SAFETY_RUNS=<n> runs n histories instead of the
-// short default.
+// schedule, FENCEGATE_SAFETY_RUNS=<n> runs n histories instead of the short
+// default, and FENCEGATE_SAFETY_REPLICAS=<n> fixes the pods per cluster.
 package safety
