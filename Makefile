@@ -74,9 +74,29 @@ run: ## Two clusters and a fence authority on this machine: watch a failover (FE
 	go run ./test/demo --fencegate bin/fencegate
 
 .PHONY: bench
-bench: ## Go benchmarks of the hot paths.
-	$(BUILD_TOOLS) kube etcd
-	$(GO_TEST) -run '^$$' -bench . -benchmem ./...
+bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's server (report in reports/).
+	$(BUILD_TOOLS) kube etcd opa
+	go test -p 1 -run '^$$' -bench . -benchmem ./webhook/ ./engine/ ./authority/
+	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/
+	go test -p 1 -run '^$$' -bench ReMark1000 -benchtime 3x ./controller/
+	go run ./test/bench -o reports
+
+RUNS ?= 200
+
+.PHONY: safety
+safety: ## The randomized failover safety checker, long run (RUNS=200 histories; make test runs 20).
+	FENCEGATE_SAFETY_RUNS=$(RUNS) go test -race -count=1 -timeout 120m -run '^TestRandomizedFailover$$' -v ./test/safety/
+
+FUZZTIME ?= 1m
+
+.PHONY: fuzz
+fuzz: ## Fuzz every target for FUZZTIME each (their seed corpora run in make test).
+	go test -run '^$$' -fuzz '^FuzzAdmit$$' -fuzztime $(FUZZTIME) ./engine/
+	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) ./webhook/
+	go test -run '^$$' -fuzz '^FuzzDeclare$$' -fuzztime $(FUZZTIME) ./authority/statemachine/
+	go test -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime $(FUZZTIME) ./authority/statemachine/
+	go test -run '^$$' -fuzz '^FuzzSequence$$' -fuzztime $(FUZZTIME) ./authority/statemachine/
+	go test -run '^$$' -fuzz '^FuzzRPCs$$' -fuzztime $(FUZZTIME) ./authority/
 
 .PHONY: clean
 clean: ## Remove build output and the tool cache.
