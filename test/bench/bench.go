@@ -129,9 +129,6 @@ type environment struct {
 	// OPAReadOptimizedArg is whether OPA ran with
 	// --optimize-store-for-read-speed.
 	OPAReadOptimizedArg bool
-	// LogsMoved is whether the stack's logs were moved out of the
-	// directory of fencegate's config file.
-	LogsMoved bool
 }
 
 // results are everything report prints.
@@ -172,7 +169,11 @@ func newBench(ctx context.Context, o options, root string, s *stack.Stack, say f
 	if err != nil {
 		return b, err
 	}
-	configFile, config, err := stackConfig(s)
+	eastPid, err := findProcess(s.Binary, "--cluster-name", "east")
+	if err != nil {
+		return b, fmt.Errorf("fencegate of east: %w", err)
+	}
+	configFile, config, err := clusterConfig(eastPid)
 	if err != nil {
 		return b, err
 	}
@@ -398,7 +399,7 @@ func (b *bench) churnRun(srv *server) (loadResult, error) {
 func (b *bench) environment() environment {
 	env := environment{
 		Started: time.Now(), Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
-		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.readOptimal, LogsMoved: b.o.moveLogs,
+		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.readOptimal,
 	}
 	if out, err := exec.Command(b.opaBin, "version").Output(); err == nil {
 		first, _, _ := strings.Cut(string(out), "\n")

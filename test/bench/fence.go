@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -12,7 +11,6 @@ import (
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fencestate"
-	"github.com/fencegate/fencegate/test/stack"
 )
 
 // fenceStates returns data.fence as the agents of the holder and of the
@@ -54,10 +52,12 @@ func fenceStates(ctx context.Context, fence fencev1.FenceServiceClient, holderNa
 	return active, fenced, nil
 }
 
-// stackConfig reads data.fencegate.config from the file the stack gives
-// every fencegate, which OPA is given too.
-func stackConfig(s *stack.Stack) (path string, config map[string]any, err error) {
-	path = filepath.Join(s.Dir, "config.yaml")
+// clusterConfig reads data.fencegate.config from the file a cluster's
+// fencegate process was given (its --config-file), which OPA is given too.
+func clusterConfig(pid int) (path string, config map[string]any, err error) {
+	if path, err = processFlag(pid, "--config-file"); err != nil {
+		return "", nil, fmt.Errorf("fencegate's config file: %w", err)
+	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return "", nil, fmt.Errorf("read fencegate's config file: %w", err)
@@ -66,27 +66,4 @@ func stackConfig(s *stack.Stack) (path string, config map[string]any, err error)
 		return "", nil, fmt.Errorf("decode fencegate's config file %s: %w", path, err)
 	}
 	return path, config, nil
-}
-
-// moveLogs moves the stack's log files out of its directory, which also
-// holds fencegate's config file, into dir/logs. fencegate's engine watches
-// the directory of its config file (to see ConfigMap updates), so every
-// decision log line written next to it wakes the watcher of every fencegate
-// of the stack; deployed, the log goes to the container's stdout and
-// nothing writes into the config's directory. The processes keep writing
-// to the same files, now found under dir/logs.
-func moveLogs(dir string) error {
-	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil {
-		return fmt.Errorf("list the stack's logs: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
-		return fmt.Errorf("log directory: %w", err)
-	}
-	for _, l := range logs {
-		if err := os.Rename(l, filepath.Join(dir, "logs", filepath.Base(l))); err != nil {
-			return fmt.Errorf("move %s out of fencegate's config directory: %w", l, err)
-		}
-	}
-	return nil
 }

@@ -45,7 +45,6 @@ type options struct {
 	retries     int
 	retryBudget time.Duration
 	readOptimal bool
-	moveLogs    bool
 }
 
 func mainCode() int {
@@ -64,7 +63,6 @@ func mainCode() int {
 	flag.IntVar(&o.retries, "retries", 2, "how many times a disturbed run is measured again, at most")
 	flag.DurationVar(&o.retryBudget, "retry-budget", 45*time.Second, "how much time measuring disturbed runs again may take in all")
 	flag.BoolVar(&o.readOptimal, "opa-read-optimized-store", false, "run OPA with --optimize-store-for-read-speed (which costs it 3–7% more CPU per request with these policies)")
-	flag.BoolVar(&o.moveLogs, "move-logs", true, "move the stack's log files out of the directory of fencegate's config file, whose watcher every log line would wake (as deployed, logs go to stdout)")
 	flag.Parse()
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -152,11 +150,6 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 		return err
 	}
 
-	if o.moveLogs {
-		if err := moveLogs(s.Dir); err != nil {
-			return err
-		}
-	}
 	b, err := newBench(ctx, o, root, s, say)
 	defer func() { err = errors.Join(err, b.stop()) }()
 	if err != nil {

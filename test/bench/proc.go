@@ -233,6 +233,30 @@ func findProcess(binary string, args ...string) (int, error) {
 	}
 }
 
+// processFlag returns the value of a flag given as "--name value" or
+// "--name=value" on a process's command line.
+func processFlag(pid int, name string) (string, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return "", fmt.Errorf("read the command line of process %d: %w", pid, err)
+	}
+	argv := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	return flagValue(argv, name)
+}
+
+// flagValue finds a flag's value in argv.
+func flagValue(argv []string, name string) (string, error) {
+	for i, arg := range argv {
+		if value, ok := strings.CutPrefix(arg, name+"="); ok {
+			return value, nil
+		}
+		if arg == name && i+1 < len(argv) {
+			return argv[i+1], nil
+		}
+	}
+	return "", fmt.Errorf("the command line %q has no %s", strings.Join(argv, " "), name)
+}
+
 // containsInOrder reports whether want appears in argv, one after the other.
 func containsInOrder(argv, want []string) bool {
 	if len(want) == 0 {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +97,9 @@ func TestThisProcessIsMeasurable(t *testing.T) {
 	if err != nil || pid != os.Getpid() {
 		t.Fatalf("findProcess found %d (%v), want this process %d", pid, err, os.Getpid())
 	}
+	if got, err := processFlag(os.Getpid(), "-test.paniconexit0"); err == nil {
+		t.Errorf("-test.paniconexit0 takes no value, got %q", got)
+	}
 	if _, err := findProcess(os.Args[0], "--no-such-flag"); err == nil || !strings.Contains(err.Error(), "no process runs") {
 		t.Fatalf("findProcess of a command nobody runs: %v", err)
 	}
@@ -139,31 +140,25 @@ func checkErr(t *testing.T, err error, wantErr string) {
 	}
 }
 
-func TestMoveLogsLeavesTheConfigDirectoryQuiet(t *testing.T) {
-	dir := t.TempDir()
-	for _, name := range []string{"east-epoch1.log", "authority.log", "config.yaml"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o600); err != nil {
-			t.Fatal(err)
-		}
+func TestFlagValue(t *testing.T) {
+	argv := []string{"/bin/fencegate", "run", "--config-file", "/etc/fencegate/config.yaml", "--epoch=3", "--leader-elect"}
+	tests := map[string]struct {
+		name    string
+		want    string
+		wantErr string
+	}{
+		"separate value": {name: "--config-file", want: "/etc/fencegate/config.yaml"},
+		"with equals":    {name: "--epoch", want: "3"},
+		"no value":       {name: "--leader-elect", wantErr: "has no --leader-elect"},
+		"absent":         {name: "--policy-dir", wantErr: "has no --policy-dir"},
 	}
-	// A process that has its log open keeps writing to it after the move.
-	f, err := os.OpenFile(filepath.Join(dir, "east-epoch1.log"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	if err := moveLogs(dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(" more"); err != nil {
-		t.Fatal(err)
-	}
-	left, _ := filepath.Glob(filepath.Join(dir, "*"))
-	if len(left) != 2 || !slices.Contains(left, filepath.Join(dir, "config.yaml")) || !slices.Contains(left, filepath.Join(dir, "logs")) {
-		t.Errorf("the config directory holds %v, want config.yaml and logs", left)
-	}
-	got, err := os.ReadFile(filepath.Join(dir, "logs", "east-epoch1.log"))
-	if err != nil || string(got) != "east-epoch1.log more" {
-		t.Errorf("moved log holds %q (%v)", got, err)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := flagValue(argv, tc.name)
+			checkErr(t, err, tc.wantErr)
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

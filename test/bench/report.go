@@ -165,11 +165,7 @@ func render(o options, res results) string {
 	if env.OPAReadOptimizedArg {
 		readOpt = ", --optimize-store-for-read-speed"
 	}
-	logs := "its log file moved out of its config file's directory, as deployed"
-	if !env.LogsMoved {
-		logs = "its log file in its config file's directory, whose watcher every log line wakes (-move-logs=false)"
-	}
-	fmt.Fprintf(&b, "fencegate is `fencegate run` as deployed (agent, controller, decision log on; %s); OPA is `opa run --server --log-level error --skip-version-check%s` (no decision logs) with the shipped policies and the tutorial's `system.main` envelope. ", logs, readOpt)
+	fmt.Fprintf(&b, "fencegate is `fencegate run` as deployed (agent, controller, decision log on); OPA is `opa run --server --log-level error --skip-version-check%s` (no decision logs) with the shipped policies and the tutorial's `system.main` envelope. ", readOpt)
 	fmt.Fprintf(&b, "Every answer of every run, warm-ups included, is checked against a plain evaluation of the shipped policies.\n\n")
 	fmt.Fprintf(&b, "%d rounds, the servers alternating (fencegate first in odd rounds). Saturation: %d kept-alive connections, %s per run; latency: %s req/s for %s; %s warm-up before each. Cells: median (min–max) over rounds; the ratio is fencegate / OPA, round by round (higher is better for requests/s, lower for the rest).\n\n",
 		o.rounds, o.connections, o.saturation, thousands(float64(o.rate)), o.latency, o.warmup)
