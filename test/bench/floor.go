@@ -28,6 +28,7 @@ var floorAnswer = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionR
 // by themselves: the floor under every server's figures.
 func serveFloor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(floorCommand, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the error says what is wrong
 	addr := fs.String("addr", "", "address to serve HTTPS on")
 	certFile := fs.String("cert", "", "serving certificate (PEM)")
 	keyFile := fs.String("key", "", "serving key (PEM)")

@@ -97,8 +97,8 @@ func TestThisProcessIsMeasurable(t *testing.T) {
 	if err != nil || pid != os.Getpid() {
 		t.Fatalf("findProcess found %d (%v), want this process %d", pid, err, os.Getpid())
 	}
-	if got, err := processFlag(os.Getpid(), "-test.paniconexit0"); err == nil {
-		t.Errorf("-test.paniconexit0 takes no value, got %q", got)
+	if got, err := processFlag(os.Getpid(), "-test.timeout"); err != nil || got == "" {
+		t.Errorf("-test.timeout of this test: %q, %v", got, err)
 	}
 	if _, err := findProcess(os.Args[0], "--no-such-flag"); err == nil || !strings.Contains(err.Error(), "no process runs") {
 		t.Fatalf("findProcess of a command nobody runs: %v", err)
