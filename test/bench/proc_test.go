@@ -97,8 +97,16 @@ func TestThisProcessIsMeasurable(t *testing.T) {
 	if err != nil || pid != os.Getpid() {
 		t.Fatalf("findProcess found %d (%v), want this process %d", pid, err, os.Getpid())
 	}
-	if got, err := processFlag(os.Getpid(), "-test.timeout"); err != nil || got == "" {
-		t.Errorf("-test.timeout of this test: %q, %v", got, err)
+	for _, arg := range os.Args[1:] {
+		if name, value, ok := strings.Cut(arg, "="); ok {
+			if got, err := processFlag(os.Getpid(), name); err != nil || got != value {
+				t.Errorf("%s of this process: %q, %v; want %q", name, got, err, value)
+			}
+			break
+		}
+	}
+	if _, err := processFlag(os.Getpid(), "--no-such-flag"); err == nil {
+		t.Error("a flag this process was not given was found")
 	}
 	if _, err := findProcess(os.Args[0], "--no-such-flag"); err == nil || !strings.Contains(err.Error(), "no process runs") {
 		t.Fatalf("findProcess of a command nobody runs: %v", err)
