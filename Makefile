@@ -85,18 +85,18 @@ RUNS ?= 200
 
 .PHONY: safety
 safety: ## The randomized failover safety checker, long run (RUNS=200 histories; make test runs 20).
-	FENCEGATE_SAFETY_RUNS=$(RUNS) go test -race -count=1 -timeout 120m -run '^TestRandomizedFailover$$' -v ./test/safety/
+	FENCEGATE_SAFETY_RUNS=$(RUNS) go test -race -count=1 -timeout 120m -run '^TestRandomizedFailover$$' -v ./test/safety/ | grep --line-buffered -v 'service.go:'
 
 FUZZTIME ?= 1m
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target for FUZZTIME each (their seed corpora run in make test).
-	go test -run '^$$' -fuzz '^FuzzAdmit$$' -fuzztime $(FUZZTIME) ./engine/
-	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) ./webhook/
-	go test -run '^$$' -fuzz '^FuzzDeclare$$' -fuzztime $(FUZZTIME) ./authority/statemachine/
-	go test -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime $(FUZZTIME) ./authority/statemachine/
-	go test -run '^$$' -fuzz '^FuzzSequence$$' -fuzztime $(FUZZTIME) ./authority/statemachine/
-	go test -run '^$$' -fuzz '^FuzzRPCs$$' -fuzztime $(FUZZTIME) ./authority/
+	go test -run '^$$' -fuzz '^FuzzAdmit$$' -fuzztime $(FUZZTIME) -parallel 1 ./engine/
+	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) -parallel 1 ./webhook/
+	go test -run '^$$' -fuzz '^FuzzDeclare$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/statemachine/
+	go test -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/statemachine/
+	go test -run '^$$' -fuzz '^FuzzSequence$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/statemachine/
+	go test -run '^$$' -fuzz '^FuzzRPCs$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/
 
 .PHONY: clean
 clean: ## Remove build output and the tool cache.
