@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/big"
 	"net"
 	"net/http"
@@ -25,7 +24,6 @@ import (
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/testcerts"
-	"github.com/fencegate/fencegate/policies"
 	"github.com/fencegate/fencegate/webhook"
 )
 
@@ -263,33 +261,6 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	}
 }
 
-// writePolicies copies the shipped policies into dir and returns the
-// content of admission.rego.
-func writePolicies(t *testing.T, dir string) string {
-	t.Helper()
-	names, err := fs.Glob(policies.FS, "*.rego")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var admission string
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.rego") {
-			continue
-		}
-		src, err := fs.ReadFile(policies.FS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), src, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if name == "admission.rego" {
-			admission = string(src)
-		}
-	}
-	return admission
-}
-
 // TestBrokenPolicyUnderLoad pushes a policy that does not compile while the
 // webhook answers a stream of requests: the last good policy keeps
 // deciding, no request fails, the error shows on /status/policy and in
@@ -303,8 +274,12 @@ func TestBrokenPolicyUnderLoad(t *testing.T) {
 		firstPrefix = "fencegate: cluster "
 		v2Prefix    = "fencegate (v2): cluster "
 	)
-	dir := t.TempDir()
-	admission := writePolicies(t, dir)
+	dir := enginetest.CopyPolicies(t)
+	src, err := os.ReadFile(filepath.Join(dir, "admission.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admission := string(src)
 	if !strings.Contains(admission, goodDenial) {
 		t.Fatalf("admission.rego has no rule %q to edit", goodDenial)
 	}
