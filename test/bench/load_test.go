@@ -52,8 +52,8 @@ func TestAttackChecksEveryAnswer(t *testing.T) {
 			if err == nil {
 				_ = conn.Close()
 			}
-		// How a dropped connection reads (EOF, reset, closed) depends on
-		// timing; that the problem names the request is what counts.
+			// How a dropped connection reads (EOF, reset, closed) depends on
+			// timing; that the problem names the request is what counts.
 		}), wantFailed: true, keepAlive: true, wantProblemText: `Post "https://`},
 	}
 	for name, tc := range tests {
