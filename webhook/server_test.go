@@ -24,11 +24,7 @@ import (
 // dir/tls.crt and dir/tls.key, and returns the CA.
 func writeServingCert(t *testing.T, dir string) *testcerts.CA {
 	t.Helper()
-	ca, err := testcerts.NewCA("webhook-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.Server("127.0.0.1")
+	ca, pair, err := testcerts.Loopback("webhook-test")
 	if err != nil {
 		t.Fatal(err)
 	}

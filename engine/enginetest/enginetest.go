@@ -3,10 +3,8 @@ package enginetest
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate/engine"
@@ -20,18 +18,11 @@ import (
 func CopyPolicies(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	names, err := fs.Glob(policies.FS, "*.rego")
+	modules, err := policies.Shipped()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.rego") {
-			continue
-		}
-		src, err := fs.ReadFile(policies.FS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for name, src := range modules {
 		if err := os.WriteFile(filepath.Join(dir, name), src, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -70,6 +70,17 @@ func (ca *CA) Server(hosts ...string) (Pair, error) {
 	return ca.sign(tmpl)
 }
 
+// Loopback makes a CA named name and a serving certificate it signed for
+// 127.0.0.1 and localhost, what a test server on loopback needs.
+func Loopback(name string) (*CA, Pair, error) {
+	ca, err := NewCA(name)
+	if err != nil {
+		return nil, Pair{}, err
+	}
+	pair, err := ca.Server("127.0.0.1", "localhost")
+	return ca, pair, err
+}
+
 // Client signs a client certificate with the given common name.
 func (ca *CA) Client(commonName string) (Pair, error) {
 	return ca.sign(ca.template(commonName, x509.ExtKeyUsageClientAuth))

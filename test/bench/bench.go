@@ -426,7 +426,7 @@ func (b *bench) environment() environment {
 func (b *bench) stop() error {
 	var errs []error
 	for _, s := range b.procs {
-		errs = append(errs, s.Stop())
+		errs = append(errs, s.Stop(stopGrace))
 	}
 	return errors.Join(errs...)
 }

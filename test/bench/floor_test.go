@@ -61,11 +61,7 @@ func TestFloorServerAnswersTheCannedReview(t *testing.T) {
 
 func TestFloorServerRefusesBadFlags(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := testcerts.NewCA("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.Server("127.0.0.1")
+	_, pair, err := testcerts.Loopback("test")
 	if err != nil {
 		t.Fatal(err)
 	}

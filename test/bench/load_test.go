@@ -70,7 +70,9 @@ func TestAttackChecksEveryAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Requests < 20 {
+			// 30 are due; a busy machine may send fewer, a broken generator
+			// sends one or none.
+			if res.Requests < 3 {
 				t.Fatalf("%d requests in 300ms at 100/s", res.Requests)
 			}
 			if got := res.Requests - res.Failed - res.Wrong; (got == res.Requests) != tc.wantOK {

@@ -59,7 +59,7 @@ func startOPA(ctx context.Context, opts opaOptions) (*serverProcess, error) {
 	args := append(opaArgs(opts.ReadOptimizedStore), "--addr", srv.addr, "--tls-cert-file", srv.certFile, "--tls-private-key-file", srv.keyFile)
 	for name, src := range modules {
 		path := filepath.Join(opts.Dir, name)
-		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		if err := os.WriteFile(path, src, 0o600); err != nil {
 			return nil, fmt.Errorf("write policy %s: %w", name, err)
 		}
 		args = append(args, path)

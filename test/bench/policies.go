@@ -5,10 +5,8 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
@@ -27,38 +25,14 @@ var envelope string
 // envelopeFile is the name the envelope is loaded under.
 const envelopeFile = "system.rego"
 
-// shippedPolicies returns the shipped Rego policies by file name, without
-// their unit tests: what fencegate compiles when no --policy-dir is given.
-func shippedPolicies() (map[string]string, error) {
-	files, err := fs.Glob(policies.FS, "*.rego")
-	if err != nil {
-		return nil, fmt.Errorf("list the shipped policies: %w", err)
-	}
-	modules := map[string]string{}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.rego") {
-			continue
-		}
-		src, err := fs.ReadFile(policies.FS, name)
-		if err != nil {
-			return nil, fmt.Errorf("read the shipped policy %s: %w", name, err)
-		}
-		modules[name] = string(src)
-	}
-	if len(modules) == 0 {
-		return nil, fmt.Errorf("no shipped policies in the policies package")
-	}
-	return modules, nil
-}
-
 // opaModules are the modules OPA's server is given: the shipped policies and
 // the envelope.
-func opaModules() (map[string]string, error) {
-	modules, err := shippedPolicies()
+func opaModules() (map[string][]byte, error) {
+	modules, err := policies.Shipped()
 	if err != nil {
 		return nil, err
 	}
-	modules[envelopeFile] = envelope
+	modules[envelopeFile] = []byte(envelope)
 	return modules, nil
 }
 
@@ -81,7 +55,7 @@ type oracle struct {
 // newOracle prepares the admission decision over fence and config
 // (data.fencegate.config).
 func newOracle(ctx context.Context, fence fencestate.State, config map[string]any) (*oracle, error) {
-	modules, err := shippedPolicies()
+	modules, err := policies.Shipped()
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +68,7 @@ func newOracle(ctx context.Context, fence fencestate.State, config map[string]an
 
 // prepare compiles query over modules, with fence as data.fence and config
 // as data.fencegate.config.
-func prepare(ctx context.Context, query string, modules map[string]string, fence fencestate.State, config map[string]any) (rego.PreparedEvalQuery, error) {
+func prepare(ctx context.Context, query string, modules map[string][]byte, fence fencestate.State, config map[string]any) (rego.PreparedEvalQuery, error) {
 	fenceDoc, err := toDocument(fence)
 	if err != nil {
 		return rego.PreparedEvalQuery{}, err
@@ -105,7 +79,7 @@ func prepare(ctx context.Context, query string, modules map[string]string, fence
 	})
 	opts := []func(*rego.Rego){rego.Query(query), rego.Store(store)}
 	for _, name := range slices.Sorted(maps.Keys(modules)) {
-		opts = append(opts, rego.Module(name, modules[name]))
+		opts = append(opts, rego.Module(name, string(modules[name])))
 	}
 	q, err := rego.New(opts...).PrepareForEval(ctx)
 	if err != nil {

@@ -90,11 +90,7 @@ func newWebhook(t testing.TB, state fencestate.State, ln net.Listener) (*webhook
 	if err := e.WriteFence(context.Background(), state); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := testcerts.NewCA("webhook test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.Server("127.0.0.1")
+	ca, pair, err := testcerts.Loopback("webhook test CA")
 	if err != nil {
 		t.Fatal(err)
 	}

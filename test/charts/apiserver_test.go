@@ -170,11 +170,7 @@ func testHelmTestScript(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 
 	stub := &stubWebhook{}
 	stub.mode.Store("active")
-	ca, err := testcerts.NewCA("stub webhook CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.Server("127.0.0.1")
+	ca, pair, err := testcerts.Loopback("stub webhook CA")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,15 +301,11 @@ func TestBrokenPolicyUnderLoad(t *testing.T) {
 			t.Errorf("engine: %v", err)
 		}
 	})
-	ca, err := testcerts.NewCA("webhook-ca")
+	ca, pair, err := testcerts.Loopback("webhook-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
 	certDir := t.TempDir()
-	pair, err := ca.Server("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	inPlace(t, certDir, pair, 0)
 	w := serve(t, e, certDir, ca, reg)
 	policyStatus := func() engine.PolicyStatus {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/proc"
 )
 
 // Namespace is where each cluster's fencegate keeps its leader election
@@ -68,7 +70,7 @@ type Stack struct {
 	// AuthorityAddr is the authority's gRPC address.
 	AuthorityAddr string
 	// Authority is the authority process.
-	Authority *Process
+	Authority *proc.Process
 	// Fence is a client of the authority.
 	Fence fencev1.FenceServiceClient
 	// Clusters are the clusters, in the order of Options.Clusters.
@@ -88,7 +90,7 @@ type Cluster struct {
 	// ControlPlane is the cluster's API server.
 	ControlPlane *cluster.ControlPlane
 	// Run is the cluster's `fencegate run` process.
-	Run *Process
+	Run *proc.Process
 	// Health is the address of its /healthz and /readyz.
 	Health string
 	// Kubeconfig is fencegate's own kubeconfig (as ControllerUser).
@@ -129,10 +131,10 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return s, fmt.Errorf("write fencegate config: %w", err)
 	}
 	var err error
-	if s.AuthorityAddr, err = freeAddress(); err != nil {
+	if s.AuthorityAddr, err = proc.FreeAddress(); err != nil {
 		return s, err
 	}
-	if s.authorityHealth, err = freeAddress(); err != nil {
+	if s.authorityHealth, err = proc.FreeAddress(); err != nil {
 		return s, err
 	}
 	if err := s.StartAuthority(ctx); err != nil {
@@ -194,26 +196,26 @@ func (s *Stack) StartAuthority(ctx context.Context) error {
 		args = append(args, "--lease-ttl", s.opts.LeaseTTL.String())
 	}
 	var err error
-	if s.Authority, err = startProcess(s.Binary, s.Dir, "authority", args...); err != nil {
+	if s.Authority, err = proc.Start(s.Binary, s.Dir, "authority", args...); err != nil {
 		return err
 	}
-	return s.Authority.WaitHealthy(ctx, "http://"+s.authorityHealth+"/readyz")
+	return s.Authority.WaitHealthy(ctx, http.DefaultClient, "http://"+s.authorityHealth+"/readyz")
 }
 
 // startFencegate runs `fencegate run` for a cluster at its epoch and waits
 // until it is ready.
 func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
 	var err error
-	if c.Metrics, err = freeAddress(); err != nil {
+	if c.Metrics, err = proc.FreeAddress(); err != nil {
 		return err
 	}
-	if c.Health, err = freeAddress(); err != nil {
+	if c.Health, err = proc.FreeAddress(); err != nil {
 		return err
 	}
 	webhook := net.JoinHostPort(c.webhooks.LocalServingHost, strconv.Itoa(c.webhooks.LocalServingPort))
 	c.WebhookAddr, c.WebhookCA = webhook, c.webhooks.LocalServingCAData
 	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Name, c.Epoch, webhook)
-	c.Run, err = startProcess(s.Binary, s.Dir, fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch), "run",
+	c.Run, err = proc.Start(s.Binary, s.Dir, fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch), "run",
 		"--cluster-name", c.Name,
 		"--epoch", strconv.FormatUint(c.Epoch, 10),
 		"--authority", s.AuthorityAddr,
@@ -230,7 +232,7 @@ func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
 	if err != nil {
 		return err
 	}
-	return c.Run.WaitHealthy(ctx, "http://"+c.Health+"/readyz")
+	return c.Run.WaitHealthy(ctx, http.DefaultClient, "http://"+c.Health+"/readyz")
 }
 
 // RolloutEpoch restarts a cluster's fencegate with a new epoch, as a rollout

@@ -1,4 +1,7 @@
-package stack
+// Package proc runs the commands that the demo, the benchmarks and the
+// end-to-end tests start as child processes: each with its output in a log
+// file, killed if its parent dies, stopped with a drain before a kill.
+package proc
 
 import (
 	"cmp"
@@ -14,8 +17,7 @@ import (
 	"time"
 )
 
-// Process is a fencegate command the stack started, with its output in a
-// log file.
+// Process is a running child process with its output in a log file.
 type Process struct {
 	// Name labels the process; its log is Name.log.
 	Name string
@@ -27,9 +29,10 @@ type Process struct {
 	err  error
 }
 
-// startProcess runs bin with args; its output goes to logDir/name.log. The
-// process is killed if the stack's process dies, so nothing outlives it.
-func startProcess(bin, logDir, name string, args ...string) (*Process, error) {
+// Start runs bin with args; its output is appended to logDir/name.log, so
+// that a process restarted under the same name keeps one history. The
+// process is killed if the calling process dies, so nothing outlives it.
+func Start(bin, logDir, name string, args ...string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -51,8 +54,12 @@ func startProcess(bin, logDir, name string, args ...string) (*Process, error) {
 	return p, nil
 }
 
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Stop asks the process to drain (SIGTERM) and kills it if it has not
-// exited after grace.
+// exited after grace. An exit status is not an error: a drained server may
+// exit non-zero.
 func (p *Process) Stop(grace time.Duration) error {
 	select {
 	case <-p.done:
@@ -70,7 +77,7 @@ func (p *Process) Stop(grace time.Duration) error {
 	case <-time.After(grace):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", p.Name, grace)
+		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed; see %s", p.Name, grace, p.LogPath)
 	}
 }
 
@@ -80,16 +87,17 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// WaitHealthy polls url until it answers 200, the process exits, or ctx ends.
-func (p *Process) WaitHealthy(ctx context.Context, url string) error {
-	ticker := time.NewTicker(100 * time.Millisecond)
+// WaitHealthy polls url with client until it answers 200, the process
+// exits, or ctx ends.
+func (p *Process) WaitHealthy(ctx context.Context, client *http.Client, url string) error {
+	ticker := time.NewTicker(50 * time.Millisecond)
 	defer ticker.Stop()
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return fmt.Errorf("health check of %s: %w", p.Name, err)
 		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := client.Do(req); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -105,8 +113,8 @@ func (p *Process) WaitHealthy(ctx context.Context, url string) error {
 	}
 }
 
-// freeAddress returns a loopback address with a port nobody listens on.
-func freeAddress() (string, error) {
+// FreeAddress returns a loopback address with a port nobody listens on.
+func FreeAddress() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("find a free port: %w", err)
