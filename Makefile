@@ -71,7 +71,10 @@ test: ## Every test: generated files, lint, unit, Rego and end-to-end.
 run: ## Two clusters and a fence authority on this machine: watch a failover (FENCEGATE_DEMO_EXIT=1 exits after it).
 	$(BUILD_TOOLS) kube etcd
 	@$(MAKE) --no-print-directory build
-	go run ./test/demo --fencegate bin/fencegate
+	go build -o bin/fencegate-demo ./test/demo
+	@# The walkthrough runs as its own binary, not under go run, so that
+	@# Ctrl-C reaches it directly, without a go command in between.
+	bin/fencegate-demo --fencegate bin/fencegate
 
 .PHONY: bench
 bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's server (report in reports/).

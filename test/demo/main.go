@@ -66,6 +66,13 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 		if stopErr := s.Stop(); stopErr != nil {
 			err = errors.Join(err, fmt.Errorf("stop: %w", stopErr))
 		}
+		if err != nil {
+			fmt.Fprintf(out, "The logs of every process stay in %s.\n", dir)
+			return
+		}
+		if rmErr := os.RemoveAll(dir); rmErr != nil {
+			err = fmt.Errorf("remove the work directory: %w", rmErr)
+		}
 	}()
 	if err != nil {
 		return err
@@ -73,7 +80,7 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 
 	w := &walkthrough{s: s, out: out}
 	if err := w.run(ctx); err != nil {
-		return fmt.Errorf("step %d: %w (logs in %s)", w.step, err, dir)
+		return fmt.Errorf("step %d: %w", w.step, err)
 	}
 	fmt.Fprintln(out, "\nEvery step behaved as fencegate promises.")
 	if exit {

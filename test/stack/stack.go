@@ -49,8 +49,8 @@ type ClusterSpec struct {
 type Options struct {
 	// Binary is the fencegate binary (see Build).
 	Binary string
-	// Dir receives logs, kubeconfigs and the authority's data; Stop
-	// removes it.
+	// Dir receives logs, kubeconfigs and the authority's data. It is the
+	// caller's: Stop leaves it, so that the logs outlive a failure.
 	Dir string
 	// Clusters are started in order, each fencegate ready before the next
 	// cluster starts, so the first one declares first.
@@ -245,7 +245,7 @@ func (s *Stack) RolloutEpoch(ctx context.Context, c *Cluster, epoch uint64) erro
 	return s.startFencegate(ctx, c)
 }
 
-// Stop stops every process and control plane and removes Dir.
+// Stop stops every process and control plane.
 func (s *Stack) Stop() error {
 	var errs []error
 	for _, c := range s.Clusters {
@@ -260,6 +260,5 @@ func (s *Stack) Stop() error {
 	if s.Authority != nil {
 		errs = append(errs, s.Authority.Stop(30*time.Second))
 	}
-	errs = append(errs, os.RemoveAll(s.Dir))
 	return errors.Join(errs...)
 }
