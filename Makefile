@@ -88,7 +88,7 @@ RUNS ?= 200
 
 .PHONY: safety
 safety: ## The randomized failover safety checker, long run (RUNS=200 histories; make test runs 20).
-	FENCEGATE_SAFETY_RUNS=$(RUNS) go test -race -count=1 -timeout 120m -run '^TestRandomizedFailover$$' -v ./test/safety/ | grep --line-buffered -v 'service.go:'
+	FENCEGATE_SAFETY_RUNS=$(RUNS) go test -race -count=1 -timeout 120m -run '^TestRandomizedFailover$$' -v ./test/safety/
 
 FUZZTIME ?= 1m
 

@@ -274,25 +274,12 @@ func checkBeliefsDoNotOverlap(t *testing.T, results [][]answer, ttl time.Duratio
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
+	v, err := metricValue(reg, name, label, value)
 	if err != nil {
 		// Errorf, not Fatalf: the run's clusters ask from their goroutines.
 		t.Errorf("gather metrics: %v", err)
 	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	return v
 }
 
 func minTime(a, b time.Time) time.Time {

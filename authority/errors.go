@@ -179,14 +179,13 @@ func storeError(err error) error {
 	}
 }
 
-// resultLabel is the metrics label of a failed call.
-func resultLabel(err error) string {
-	var fieldErr *statemachine.FieldError
-	var limitErr *statemachine.LimitError
-	switch {
-	case errors.As(err, &fieldErr):
+// resultLabel is the metrics label of a failed call, from the status
+// storeError made of it.
+func resultLabel(st error) string {
+	switch status.Code(st) {
+	case codes.InvalidArgument:
 		return "invalid"
-	case errors.As(err, &limitErr):
+	case codes.ResourceExhausted:
 		return "limited"
 	}
 	return "error"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -86,4 +87,27 @@ func declareReq(domain, name string, epoch uint64) *fencev1.DeclareClusterEpochR
 
 func releaseReq(domain, name string, epoch uint64) *fencev1.ReleaseFenceRequest {
 	return &fencev1.ReleaseFenceRequest{Domain: domain, ClusterUid: "uid-" + name, Epoch: epoch}
+}
+
+// metricValue sums the counters and gauges of the metric family name whose
+// label has value.
+func metricValue(reg *prometheus.Registry, name, label, value string) (float64, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum, nil
 }

@@ -102,30 +102,10 @@ fencegate_authority_releases_total{result="released"} 1
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	if got, err := gaugeValue(reg, "fencegate_authority_fence_token", "default"); err != nil || got != float64(fence.GetFence().GetHolder().GetToken()) {
+	if got, err := metricValue(reg, "fencegate_authority_fence_token", "domain", "default"); err != nil || got != float64(fence.GetFence().GetHolder().GetToken()) {
 		t.Errorf("token gauge of domain default = %v (%v), want %d", got, err, fence.GetFence().GetHolder().GetToken())
 	}
 	if n, err := testutil.GatherAndCount(reg, "fencegate_authority_store_transaction_duration_seconds"); err != nil || n == 0 {
 		t.Errorf("no store transaction latency recorded: %d series, %v", n, err)
 	}
-}
-
-func gaugeValue(reg *prometheus.Registry, name, domain string) (float64, error) {
-	families, err := reg.Gather()
-	if err != nil {
-		return 0, err
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "domain" && l.GetValue() == domain {
-					return m.GetGauge().GetValue(), nil
-				}
-			}
-		}
-	}
-	return 0, nil
 }

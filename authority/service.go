@@ -98,23 +98,21 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 	}
 	result, err := s.store.Declare(ctx, d)
 	if err != nil {
-		s.metrics.declarations.WithLabelValues(resultLabel(err)).Inc()
-		return nil, s.failure("declare", err)
+		st := s.failure("declare", err)
+		s.metrics.declarations.WithLabelValues(resultLabel(st)).Inc()
+		return nil, st
 	}
 	s.logDeclaration(d, result)
-	a := result.Answer
-	switch a.Outcome {
-	case statemachine.Granted, statemachine.Renewed:
-		s.metrics.declarations.WithLabelValues("ok").Inc()
-		return &fencev1.DeclareClusterEpochResponse{
-			Holder:   holderProto(result.State.Holder),
-			LeaseTtl: durationpb.New(s.store.LeaseTTL()),
-			Token:    result.State.Holder.Token,
-		}, nil
-	default:
+	if a := result.Answer; !a.OK() {
 		s.metrics.declarations.WithLabelValues(a.Outcome.String()).Inc()
 		return nil, declareRefusal(d, result)
 	}
+	s.metrics.declarations.WithLabelValues("ok").Inc()
+	return &fencev1.DeclareClusterEpochResponse{
+		Holder:   holderProto(result.State.Holder),
+		LeaseTtl: durationpb.New(s.store.LeaseTTL()),
+		Token:    result.State.Holder.Token,
+	}, nil
 }
 
 // ReleaseFence gives up the lease of one instance of the holder; the
@@ -129,8 +127,9 @@ func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceReq
 	}
 	result, snap, err := s.store.Release(ctx, r)
 	if err != nil {
-		s.metrics.releases.WithLabelValues(resultLabel(err)).Inc()
-		return nil, s.failure("release", err)
+		st := s.failure("release", err)
+		s.metrics.releases.WithLabelValues(resultLabel(st)).Inc()
+		return nil, st
 	}
 	s.metrics.releases.WithLabelValues(result.Outcome.String()).Inc()
 	switch result.Outcome {

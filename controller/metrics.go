@@ -34,6 +34,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		heldSet: map[types.NamespacedName]struct{}{},
 	}
+	if reg == nil {
+		return m, nil
+	}
 	for _, c := range []prometheus.Collector{m.reconciles, m.held, m.eventsDropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register controller metrics: %w", err)

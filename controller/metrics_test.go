@@ -24,24 +24,26 @@ func find(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
 	return nil
 }
 
-// gauge is the value of an unlabelled gauge.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// single is the one series of an unlabelled metric.
+func single(t *testing.T, reg *prometheus.Registry, name string) *dto.Metric {
 	t.Helper()
 	metrics := find(t, reg, name)
 	if len(metrics) != 1 {
 		t.Fatalf("metric %s: found %d series, want 1", name, len(metrics))
 	}
-	return metrics[0].GetGauge().GetValue()
+	return metrics[0]
+}
+
+// gauge is the value of an unlabelled gauge.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return single(t, reg, name).GetGauge().GetValue()
 }
 
 // counter is the value of an unlabelled counter.
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	metrics := find(t, reg, name)
-	if len(metrics) != 1 {
-		t.Fatalf("metric %s: found %d series, want 1", name, len(metrics))
-	}
-	return metrics[0].GetCounter().GetValue()
+	return single(t, reg, name).GetCounter().GetValue()
 }
 
 // reconciles is the number of reconciles so far, whatever their result.

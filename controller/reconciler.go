@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -99,10 +100,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 
 // sourceConflict returns the SourceConflict condition's status and reason.
 func sourceConflict(status fencegatev1alpha1.ComponentStatus) string {
-	for _, c := range status.Conditions {
-		if c.Type == fencegatev1alpha1.ConditionSourceConflict {
-			return string(c.Status) + "/" + c.Reason
-		}
+	if c := meta.FindStatusCondition(status.Conditions, fencegatev1alpha1.ConditionSourceConflict); c != nil {
+		return string(c.Status) + "/" + c.Reason
 	}
 	return ""
 }
@@ -145,9 +144,6 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	if opts.EventBurst <= 0 {
 		opts.EventBurst = 50
-	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.NewRegistry()
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {

@@ -25,8 +25,10 @@ func enqueueAllOn(changes <-chan struct{}, reader client.Reader) source.Source {
 				case <-changes:
 				}
 				var list fencegatev1alpha1.ComponentList
-				// The reader is the manager's cache: listing is a memory read.
-				if err := reader.List(ctx, &list); err != nil {
+				// The reader is the manager's cache: listing is a memory
+				// read, and only the keys are used, so the cached objects
+				// are not deep-copied (a transition lists every Component).
+				if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 					log.FromContext(ctx).Error(err, "list components to re-check after a fence transition")
 					continue
 				}

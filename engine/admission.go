@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,7 +112,7 @@ func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error
 		}
 	}
 	input := project(review, snap.inputPaths)
-	if res.Decision, err = snap.evalAdmission(ctx, snap.admission, input, now); err != nil {
+	if res.Decision, err = snap.evalAdmission(ctx, input, now); err != nil {
 		return res, err
 	}
 	if snap.cache != nil {
@@ -156,24 +157,24 @@ func decodeRequest(request *fastjson.Value) (AdmissionRequest, error) {
 		return req, badRequest("request is a JSON %s: want an object", request.Type())
 	}
 	var err error
-	str := func(field string, keys ...string) string {
+	str := func(keys ...string) string {
 		v := request.Get(keys...)
 		if v == nil || v.Type() == fastjson.TypeNull || err != nil {
 			return ""
 		}
 		b, typeErr := v.StringBytes()
 		if typeErr != nil {
-			err = badRequest("request.%s is a JSON %s: want a string", field, v.Type())
+			err = badRequest("request.%s is a JSON %s: want a string", strings.Join(keys, "."), v.Type())
 			return ""
 		}
 		return string(b)
 	}
-	req.UID = str("uid", "uid")
-	req.Operation = str("operation", "operation")
-	req.Namespace = str("namespace", "namespace")
-	req.Name = str("name", "name")
-	req.SubResource = str("subResource", "subResource")
-	req.Username = str("userInfo.username", "userInfo", "username")
+	req.UID = str("uid")
+	req.Operation = str("operation")
+	req.Namespace = str("namespace")
+	req.Name = str("name")
+	req.SubResource = str("subResource")
+	req.Username = str("userInfo", "username")
 	if err != nil {
 		return req, err
 	}
@@ -216,9 +217,10 @@ func jsonOf(v *fastjson.Value) string {
 	return s
 }
 
-// evalAdmission evaluates an admission query and reads its decision.
-func (s *snapshot) evalAdmission(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value, now time.Time) (AdmissionDecision, error) {
-	rs, err := q.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(s.txn), rego.EvalTime(now))
+// evalAdmission evaluates the snapshot's admission query and reads its
+// decision.
+func (s *snapshot) evalAdmission(ctx context.Context, input ast.Value, now time.Time) (AdmissionDecision, error) {
+	rs, err := s.admission.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(s.txn), rego.EvalTime(now))
 	if err != nil {
 		return AdmissionDecision{}, fmt.Errorf("evaluate %v: %w", admissionEntryPoint, err)
 	}

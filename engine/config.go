@@ -25,6 +25,13 @@ const (
 // Enforcement modes of data.fencegate.config.enforcement.
 var enforcementModes = []string{"deny", "warn", "dryrun"}
 
+// nameListKeys are the config keys that hold lists of names; knownConfigKeys
+// all the keys the shipped policies read.
+var (
+	nameListKeys    = []string{configExemptUsers, configExemptGroups, configExemptNamespaces, configControllerUsers}
+	knownConfigKeys = append([]string{configEnforcement}, nameListKeys...)
+)
+
 // loadConfig reads the config files (YAML or JSON objects) into the value of
 // data.fencegate.config. Later files override the keys of earlier ones. It
 // returns the merged object and the names of keys the shipped policies do
@@ -46,7 +53,7 @@ func loadConfig(files []string) (map[string]any, []string, error) {
 	}
 	var unknown []string
 	for k := range config {
-		if !slices.Contains([]string{configEnforcement, configExemptUsers, configExemptGroups, configExemptNamespaces, configControllerUsers}, k) {
+		if !slices.Contains(knownConfigKeys, k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -93,7 +100,7 @@ func checkConfig(values map[string]any) error {
 			errs = append(errs, fmt.Errorf("%s: want one of deny, warn or dryrun, got %s", configEnforcement, jsonText(v)))
 		}
 	}
-	for _, key := range []string{configExemptUsers, configExemptGroups, configExemptNamespaces, configControllerUsers} {
+	for _, key := range nameListKeys {
 		v, ok := values[key]
 		if !ok || v == nil {
 			continue

@@ -126,11 +126,15 @@ func New(opts Options) (*Engine, error) {
 	if e.log.GetSink() == nil {
 		e.log = logr.Discard()
 	}
-	p, err := e.loadPolicy()
+	src, err := e.readSource()
 	if err != nil {
 		return nil, err
 	}
-	snap, err := newSnapshot(context.Background(), p, nil, e.plain, nil)
+	p, err := compilePolicy(src, e.plain)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := newSnapshot(context.Background(), p, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -144,14 +148,9 @@ func New(opts Options) (*Engine, error) {
 		}
 	}
 	e.current.Store(snap)
-	e.status.Store(&PolicyStatus{
-		Revision:    p.revision,
-		Source:      e.source(),
-		Files:       p.files,
-		ConfigFiles: e.configFiles,
-		ActiveSince: e.clock.Now(),
-	})
-	e.logLoaded(p)
+	status := e.activeStatus(p, e.clock.Now())
+	e.status.Store(&status)
+	e.logLoaded(snap)
 	return e, nil
 }
 
@@ -162,33 +161,51 @@ func (e *Engine) source() string {
 	return e.policyDir
 }
 
-// loadPolicy reads and compiles the policy files and the config.
-func (e *Engine) loadPolicy() (*policy, error) {
+// activeStatus is the status of policy revision p, in force since since.
+func (e *Engine) activeStatus(p *policy, since time.Time) PolicyStatus {
+	return PolicyStatus{
+		Revision:    p.revision,
+		Source:      e.source(),
+		Files:       p.files,
+		ConfigFiles: e.configFiles,
+		ActiveSince: since,
+	}
+}
+
+// readSource reads the policy files and the config, and hashes them.
+func (e *Engine) readSource() (policySource, error) {
 	files, err := readPolicyFiles(e.policyDir)
 	if err != nil {
-		return nil, err
+		return policySource{}, err
 	}
 	config, unknown, err := loadConfig(e.configFiles)
 	if err != nil {
-		return nil, err
+		return policySource{}, err
 	}
-	return compilePolicy(files, config, unknown, e.plain)
+	revision, err := revisionOf(files, config)
+	if err != nil {
+		return policySource{}, err
+	}
+	return policySource{files: files, config: config, unknownConfigKeys: unknown, revision: revision}, nil
 }
 
-func (e *Engine) logLoaded(p *policy) {
+// logLoaded logs the revision of s, just put in force.
+func (e *Engine) logLoaded(s *snapshot) {
+	p := s.policy
 	e.log.Info("policies loaded", "revision", p.revision, "source", e.source(), "files", p.files, "configFiles", e.configFiles)
 	if len(p.unknownConfigKeys) > 0 {
 		e.log.Info("config has keys the shipped policies do not read; they are passed to the policies as they are",
 			"keys", p.unknownConfigKeys)
 	}
-	if snap := e.current.Load(); snap != nil && snap.policy == p && snap.residualErr != nil && !e.plain {
-		e.logResidualError(snap)
-	}
+	e.logResidualError(s)
 }
 
 // logResidualError reports once per revision that requests are evaluated
-// with the full policy: correct, but slower.
+// with the full policy (correct, but slower) when that was not asked for.
 func (e *Engine) logResidualError(s *snapshot) {
+	if s.residualErr == nil || s.policy.plain {
+		return
+	}
 	if s.policy.residualLogged.CompareAndSwap(false, true) {
 		e.log.Info("admission requests are evaluated with the full policy: partial evaluation gave no usable residual",
 			"revision", s.policy.revision, "reason", s.residualErr.Error())
@@ -205,13 +222,11 @@ func (e *Engine) WriteFence(ctx context.Context, state fencestate.State) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	current := e.current.Load()
-	snap, err := newSnapshot(ctx, current.policy, &state, e.plain, current)
+	snap, err := newSnapshot(ctx, current.policy, &state, current)
 	if err != nil {
 		return fmt.Errorf("write fence state: %w", err)
 	}
-	if snap.residualErr != nil && !e.plain {
-		e.logResidualError(snap)
-	}
+	e.logResidualError(snap)
 	e.current.Store(snap)
 	return nil
 }
@@ -224,10 +239,8 @@ func (e *Engine) Fence() (fencestate.State, bool) {
 	if !snap.hasFence {
 		return fencestate.State{}, false
 	}
-	if now := e.clock.Now(); !snap.expiresAt.IsZero() && !now.Before(snap.expiresAt) {
-		if expired, err := snap.at(context.Background(), now); err == nil {
-			return expired.fence, true
-		}
+	if applies, err := snap.at(context.Background(), e.clock.Now()); err == nil {
+		snap = applies
 	}
 	return snap.fence, true
 }
@@ -293,51 +306,37 @@ func (e *Engine) Reload(ctx context.Context) error {
 		return err
 	}
 
-	files, err := readPolicyFiles(e.policyDir)
+	src, err := e.readSource()
 	if err != nil {
 		return fail("", err)
 	}
-	config, unknown, err := loadConfig(e.configFiles)
-	if err != nil {
-		return fail("", err)
-	}
-	revision, err := revisionOf(files, config)
-	if err != nil {
-		return fail("", err)
-	}
-	if revision == current.policy.revision {
+	if src.revision == current.policy.revision {
 		// Nothing changed, or a broken change was undone.
 		if status.LastReload != nil && status.LastReload.Result == "error" {
 			e.reloads.WithLabelValues("success").Inc()
-			status.LastReload = &ReloadResult{Time: now, Result: "success", Revision: revision}
+			status.LastReload = &ReloadResult{Time: now, Result: "success", Revision: src.revision}
 			e.status.Store(&status)
-			e.log.Info("policies are back to the active revision", "revision", revision)
+			e.log.Info("policies are back to the active revision", "revision", src.revision)
 		}
 		return nil
 	}
-	p, err := compilePolicy(files, config, unknown, e.plain)
+	p, err := compilePolicy(src, e.plain)
 	if err != nil {
-		return fail(revision, err)
+		return fail(src.revision, err)
 	}
 	var fence *fencestate.State
 	if current.hasFence {
 		fence = &current.fence
 	}
-	snap, err := newSnapshot(ctx, p, fence, e.plain, nil)
+	snap, err := newSnapshot(ctx, p, fence, nil)
 	if err != nil {
-		return fail(revision, err)
+		return fail(src.revision, err)
 	}
 	e.current.Store(snap)
 	e.reloads.WithLabelValues("success").Inc()
-	status = PolicyStatus{
-		Revision:    p.revision,
-		Source:      e.source(),
-		Files:       p.files,
-		ConfigFiles: e.configFiles,
-		ActiveSince: now,
-		LastReload:  &ReloadResult{Time: now, Result: "success", Revision: p.revision},
-	}
+	status = e.activeStatus(p, now)
+	status.LastReload = &ReloadResult{Time: now, Result: "success", Revision: p.revision}
 	e.status.Store(&status)
-	e.logLoaded(p)
+	e.logLoaded(snap)
 	return nil
 }

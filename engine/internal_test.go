@@ -238,6 +238,21 @@ func TestKeyIdentifiesProjection(t *testing.T) {
 	}
 }
 
+// compile compiles the files and the config as a load does, for the
+// optimized admission path.
+func compile(t *testing.T, files []policyFile, config map[string]any) *policy {
+	t.Helper()
+	revision, err := revisionOf(files, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compilePolicy(policySource{files: files, config: config, revision: revision}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestSnapshotOptimizations checks which optimizations a snapshot applies:
 // the shipped policies get a self-contained residual, a narrow projection
 // and a decision cache; a policy that calls a non-deterministic builtin gets
@@ -290,11 +305,8 @@ warnings contains w if {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p, err := compilePolicy(tc.files, map[string]any{}, nil, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := newSnapshot(context.Background(), p, fenced, false, nil)
+			p := compile(t, tc.files, map[string]any{})
+			s, err := newSnapshot(context.Background(), p, fenced, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,13 +334,10 @@ func TestResidualReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := compilePolicy(files, map[string]any{}, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := compile(t, files, map[string]any{})
 	active := fencestate.State{Status: fencestate.Active, Domain: "default", Token: 1042, ValidUntilNS: 1e18,
 		Cluster: fencestate.Cluster{Name: "east", Epoch: 7}, Holder: fencestate.Cluster{Name: "east", Epoch: 7}}
-	first, err := newSnapshot(context.Background(), p, &active, false, nil)
+	first, err := newSnapshot(context.Background(), p, &active, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,13 +354,7 @@ func TestResidualReuse(t *testing.T) {
 		"fenced":    {change: func(s *fencestate.State) { s.Status = fencestate.Fenced }},
 		"another policy revision": {
 			change: func(*fencestate.State) {},
-			policy: func() *policy {
-				q, err := compilePolicy(files, map[string]any{"enforcement": "warn"}, nil, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return q
-			}(),
+			policy: compile(t, files, map[string]any{"enforcement": "warn"}),
 		},
 	}
 	for name, tc := range tests {
@@ -362,7 +365,7 @@ func TestResidualReuse(t *testing.T) {
 			if tc.policy != nil {
 				pol = tc.policy
 			}
-			next, err := newSnapshot(context.Background(), pol, &state, false, first)
+			next, err := newSnapshot(context.Background(), pol, &state, first)
 			if err != nil {
 				t.Fatal(err)
 			}

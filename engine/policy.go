@@ -32,6 +32,17 @@ type policyFile struct {
 	content []byte
 }
 
+// policySource is what a load reads: the policy files, the config and
+// their revision.
+type policySource struct {
+	files  []policyFile
+	config map[string]any
+	// unknownConfigKeys are config keys the shipped policies do not read.
+	unknownConfigKeys []string
+	// revision is revisionOf(files, config).
+	revision string
+}
+
 // policy is one compiled revision of the policies and the config. It is
 // immutable once built; snapshots of the fence state share it.
 type policy struct {
@@ -51,6 +62,9 @@ type policy struct {
 	compiler *ast.Compiler
 	// inputPaths are the parts of the AdmissionReview the policies read.
 	inputPaths *pathTree
+	// plain: admission requests are evaluated with the full query and the
+	// whole AdmissionReview (Options.PlainEvaluation).
+	plain bool
 	// admission and reconcile are the entry points' queries, prepared once
 	// for every snapshot of this revision.
 	admission, reconcile rego.PreparedEvalQuery
@@ -64,15 +78,16 @@ type policy struct {
 // the hidden entries of a mounted ConfigMap (..data and the like).
 func readPolicyFiles(dir string) ([]policyFile, error) {
 	if dir == "" {
-		return readRegoFiles(policies.FS, ".", func(name string) string { return name })
+		return readRegoFiles(policies.FS, func(name string) string { return name })
 	}
-	return readRegoFiles(os.DirFS(dir), ".", func(name string) string { return filepath.Join(dir, name) })
+	return readRegoFiles(os.DirFS(dir), func(name string) string { return filepath.Join(dir, name) })
 }
 
-func readRegoFiles(fsys fs.FS, dir string, displayName func(string) string) ([]policyFile, error) {
-	entries, err := fs.ReadDir(fsys, dir)
+// readRegoFiles reads the policy files at the root of fsys.
+func readRegoFiles(fsys fs.FS, displayName func(string) string) ([]policyFile, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("read policy directory %s: %w", displayName(dir), err)
+		return nil, fmt.Errorf("read policy directory %s: %w", displayName("."), err)
 	}
 	var files []policyFile
 	for _, entry := range entries {
@@ -95,7 +110,7 @@ func readRegoFiles(fsys fs.FS, dir string, displayName func(string) string) ([]p
 		files = append(files, policyFile{name: displayName(name), content: content})
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("policy directory %s holds no .rego files", displayName(dir))
+		return nil, fmt.Errorf("policy directory %s holds no .rego files", displayName("."))
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
 	return files, nil
@@ -123,15 +138,11 @@ func revisionOf(files []policyFile, config map[string]any) (string, error) {
 // compilePolicy parses and compiles the files, checks that both entry points
 // are defined and finds the input paths the policies read.
 // With plain set, the whole AdmissionReview is the input.
-func compilePolicy(files []policyFile, config map[string]any, unknownKeys []string, plain bool) (*policy, error) {
-	revision, err := revisionOf(files, config)
-	if err != nil {
-		return nil, err
-	}
-	modules := make(map[string]*ast.Module, len(files))
-	names := make([]string, 0, len(files))
+func compilePolicy(src policySource, plain bool) (*policy, error) {
+	modules := make(map[string]*ast.Module, len(src.files))
+	names := make([]string, 0, len(src.files))
 	var parseErrs []error
-	for _, f := range files {
+	for _, f := range src.files {
 		m, err := ast.ParseModuleWithOpts(f.name, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1})
 		if err != nil {
 			parseErrs = append(parseErrs, err)
@@ -157,13 +168,14 @@ func compilePolicy(files []policyFile, config map[string]any, unknownKeys []stri
 		inputPaths = inputPathsOf(compiler.Modules).seal()
 	}
 	p := &policy{
-		revision:          revision,
+		revision:          src.revision,
 		files:             names,
-		config:            config,
-		unknownConfigKeys: unknownKeys,
+		config:            src.config,
+		unknownConfigKeys: src.unknownConfigKeys,
 		modules:           modules,
 		compiler:          compiler,
 		inputPaths:        inputPaths,
+		plain:             plain,
 	}
 	if p.admission, err = prepare(context.Background(), compiler, admissionEntryPoint); err != nil {
 		return nil, err

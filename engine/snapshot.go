@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -49,8 +47,6 @@ type snapshot struct {
 	cache       *decisionCache
 	residual    *residual
 	residualErr error
-	// plain: admission requests are evaluated with the full query.
-	plain bool
 	// expiresAt is when an active state's validity ends (valid_until_ns);
 	// zero when the state has no bound.
 	expiresAt time.Time
@@ -64,17 +60,17 @@ type snapshot struct {
 }
 
 // newSnapshot builds the snapshot of a policy revision and a fence state
-// (nil before the agent wrote one). With plain set, admission requests are
-// evaluated with the full query. prev, if not nil, is the snapshot this one
-// replaces: when the new data partially evaluate to the same residual (a
+// (nil before the agent wrote one). For a plain policy, admission requests
+// are evaluated with the full query. prev, if not nil, is the snapshot this
+// one replaces: when the new data partially evaluate to the same residual (a
 // heartbeat only moves valid_until_ns along), its residual and remembered
 // decisions are kept, and nothing is compiled or prepared.
-func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain bool, prev *snapshot) (*snapshot, error) {
-	s := &snapshot{policy: p, plain: plain}
+func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, prev *snapshot) (*snapshot, error) {
+	s := &snapshot{policy: p}
 	data := map[string]any{"fencegate": map[string]any{"config": p.config}}
 	if fence != nil {
 		s.fence, s.hasFence = *fence, true
-		value, err := jsonValue(fence)
+		value, err := ast.InterfaceToValue(fence)
 		if err != nil {
 			return nil, fmt.Errorf("encode fence state: %w", err)
 		}
@@ -90,7 +86,7 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, plain 
 	s.txn = newSnapshotTxn(value.(ast.Object))
 
 	s.admission, s.inputPaths = p.admission, p.inputPaths
-	if plain {
+	if p.plain {
 		s.residualErr = errors.New("plain evaluation was asked for")
 		return s, nil
 	}
@@ -263,20 +259,7 @@ func (s *snapshot) at(ctx context.Context, now time.Time) (*snapshot, error) {
 			s.expiresAt.UTC().Format(time.RFC3339Nano))
 		// Built from the same immutable inputs on any goroutine, so a
 		// cancelled request must not spoil it for the others.
-		s.expired.snap, s.expired.err = newSnapshot(context.WithoutCancel(ctx), s.policy, &state, s.plain, s)
+		s.expired.snap, s.expired.err = newSnapshot(context.WithoutCancel(ctx), s.policy, &state, s)
 	})
 	return s.expired.snap, s.expired.err
-}
-
-// jsonValue converts v to the plain JSON values the store holds.
-func jsonValue(v any) (any, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var out any
-	err = dec.Decode(&out)
-	return out, err
 }

@@ -11,10 +11,7 @@ import (
 
 // allStatuses lists every status so that the status gauge exports a 0 for
 // each one that is not current (alerts can then match on the value).
-var allStatuses = []fencestate.Status{
-	fencestate.Active, fencestate.Fenced, fencestate.EpochRegressed,
-	fencestate.Acquiring, fencestate.Unknown, fencestate.Unsupported,
-}
+var allStatuses = fencestate.Statuses()
 
 // metrics are the agent's Prometheus metrics.
 type metrics struct {

@@ -141,10 +141,16 @@ func ValidateInstance(instance string) error {
 		return fmt.Errorf("instance name is %d characters long, more than the %d the authority accepts: %s", len(instance), maxInstanceLength, how)
 	case !utf8.ValidString(instance):
 		return fmt.Errorf("instance name %q is not valid UTF-8: %s", instance, how)
-	case strings.ContainsFunc(instance, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+	case hasSpaceOrControl(instance):
 		return fmt.Errorf("instance name %q contains spaces or control characters: %s", instance, how)
 	}
 	return nil
+}
+
+// hasSpaceOrControl reports whether s holds a space or an ASCII control
+// character, which the authority refuses in UIDs and instance names.
+func hasSpaceOrControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
 // validateClusterUID applies the authority's rules for cluster UIDs, so that
@@ -156,7 +162,7 @@ func validateClusterUID(uid string) error {
 		return errors.New("cluster UID is empty: " + how)
 	case len(uid) > maxUIDLength:
 		return fmt.Errorf("cluster UID is %d characters long, more than the %d the authority accepts: %s", len(uid), maxUIDLength, how)
-	case strings.ContainsFunc(uid, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+	case hasSpaceOrControl(uid):
 		return fmt.Errorf("cluster UID %q contains spaces or control characters: %s", uid, how)
 	}
 	return nil

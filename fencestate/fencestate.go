@@ -29,6 +29,12 @@ const (
 	Unsupported Status = "unsupported"
 )
 
+// Statuses returns every Status, so that callers that must know them all
+// (the status metric, input validation) cannot miss one.
+func Statuses() []Status {
+	return []Status{Active, Fenced, EpochRegressed, Acquiring, Unknown, Unsupported}
+}
+
 // Cluster identifies a cluster and the epoch it declares.
 type Cluster struct {
 	// Name is the cluster's name, a DNS label.
@@ -66,9 +72,6 @@ type State struct {
 	// Message explains the status to a person.
 	Message string `json:"message"`
 }
-
-// Holds reports whether this cluster holds the fence.
-func (s State) Holds() bool { return s.Status == Active }
 
 // Writer stores the fence state where policies read it. The policy engine
 // implements it with a write transaction on its OPA store.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,6 +32,10 @@ type Options struct {
 	// Clock is the authority's clock; nil means the real one. A fake clock
 	// (k8s.io/utils/clock/testing) lets a test expire leases at will.
 	Clock clock.PassiveClock
+	// Quiet discards the authority's and etcd's logs instead of logging
+	// them to the test. A benchmark's are always discarded: it prints
+	// everything it logs, which would bury the figures.
+	Quiet bool
 }
 
 // Server is a running fence authority.
@@ -60,9 +63,7 @@ type instance struct {
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s := &Server{opts: opts, dir: filepath.Join(t.TempDir(), "authority-etcd"), log: testr.NewWithInterface(t, testr.Options{})}
-	if _, ok := t.(*testing.B); ok {
-		// A benchmark prints everything it logs: the decision log of
-		// thousands of iterations would bury the figures.
+	if _, ok := t.(*testing.B); ok || opts.Quiet {
 		s.log = logr.Discard()
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -134,10 +135,9 @@ func (s *Server) start(lis net.Listener) error {
 		return err
 	}
 	svc, err := authority.New(e.Client(), authority.Options{
-		LeaseTTL:   s.opts.LeaseTTL,
-		Clock:      s.opts.Clock,
-		Logger:     s.log,
-		Registerer: prometheus.NewRegistry(),
+		LeaseTTL: s.opts.LeaseTTL,
+		Clock:    s.opts.Clock,
+		Logger:   s.log,
 	})
 	if err != nil {
 		_ = lis.Close()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -153,11 +154,7 @@ func (o *evalOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("%s: %w", o.file, err)
 	}
 
-	opts := engine.Options{PolicyDir: o.policyDir, Logger: logr.Discard()}
-	if o.configFile != "" {
-		opts.ConfigFile = o.configFile
-	}
-	e, err := engine.New(opts)
+	e, err := engine.New(engine.Options{PolicyDir: o.policyDir, ConfigFile: o.configFile, Logger: logr.Discard()})
 	if err != nil {
 		return err
 	}
@@ -211,7 +208,7 @@ func readObject(file string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		if len(bytes.TrimSpace(doc)) > 0 && string(bytes.TrimSpace(doc)) != "---" {
+		if trimmed := bytes.TrimSpace(doc); len(trimmed) > 0 && string(trimmed) != "---" {
 			docs = append(docs, doc)
 		}
 	}
@@ -240,12 +237,8 @@ func readFence(file string) (fencestate.State, error) {
 	if err := yaml.UnmarshalStrict(raw, &state); err != nil {
 		return state, fmt.Errorf("%s: not a fence state: %w", file, err)
 	}
-	known := []fencestate.Status{fencestate.Active, fencestate.Fenced, fencestate.EpochRegressed,
-		fencestate.Acquiring, fencestate.Unknown, fencestate.Unsupported}
-	for _, s := range known {
-		if state.Status == s {
-			return state, nil
-		}
+	if slices.Contains(fencestate.Statuses(), state.Status) {
+		return state, nil
 	}
 	return state, fmt.Errorf("%s: status %q: want one of active, fenced, epoch_regressed, acquiring, unknown or unsupported", file, state.Status)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -83,16 +82,11 @@ decision := {"hold": true, "reason": "FenceUnknown", "message": "custom"}
 // code.
 func runEval(t *testing.T, args ...string) (stdout string, code int, err error) {
 	t.Helper()
-	root := newRootCommand()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(append([]string{"eval"}, args...))
-	err = root.ExecuteContext(context.Background())
+	stdout, _, err = runRoot(context.Background(), append([]string{"eval"}, args...)...)
 	if err != nil {
 		code = exitCode(err)
 	}
-	return out.String(), code, err
+	return stdout, code, err
 }
 
 func TestEval(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/fenceagent"
 )
 
 // fenceOptions are the flags shared by the fence subcommands.
@@ -43,7 +44,7 @@ func newFenceCommandWithClock(clk clock.PassiveClock) *cobra.Command {
 	}
 	fs := cmd.PersistentFlags()
 	o.conn.addFlags(fs)
-	fs.StringVar(&o.domain, "domain", "default", "domain of the fence")
+	fs.StringVar(&o.domain, "domain", fenceagent.DefaultDomain, "domain of the fence")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long a status or release call may take")
 	cmd.AddCommand(o.statusCommand(), o.releaseCommand(), o.watchCommand())
@@ -345,54 +346,56 @@ func (o *fenceOptions) printFence(out io.Writer, f *fencev1.Fence) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	w := &printer{w: tw}
 	now := o.clock.Now()
-	w.printf("Domain:\t%s\n", v.Domain)
-	if h := v.Holder; h != nil {
-		w.printf("Holder:\t%s (uid %s) at epoch %d, token %d\n", h.ClusterName, h.ClusterUID, h.Epoch, h.Token)
-		w.printf("Acquired:\t%s (%s ago)\n", timestamp(h.AcquireTime), duration.HumanDuration(now.Sub(h.AcquireTime)))
-		w.printf("Lease:\t%s\n", leaseText(h.Released, h.LeaseExpireTime, now, "every instance of the holder"))
-	} else {
-		w.printf("Holder:\tnone: no cluster declared in this domain yet\n")
-	}
-	if p := v.Pending; p != nil {
-		w.printf("Pending:\t%s (uid %s) at epoch %d, waiting since %s (%s ago)\n", p.ClusterName, p.ClusterUID, p.Epoch,
-			timestamp(p.RequestTime), duration.HumanDuration(now.Sub(p.RequestTime)))
-	} else {
-		w.printf("Pending:\tnone\n")
-	}
-	w.printf("Lease TTL:\t%s\n", time.Duration(v.LeaseTTLSeconds*float64(time.Second)))
-	if w.err != nil {
-		return w.err
-	}
-	if err := tw.Flush(); err != nil {
+	err := printTable(out, func(w *printer) {
+		w.printf("Domain:\t%s\n", v.Domain)
+		if h := v.Holder; h != nil {
+			w.printf("Holder:\t%s (uid %s) at epoch %d, token %d\n", h.ClusterName, h.ClusterUID, h.Epoch, h.Token)
+			w.printf("Acquired:\t%s (%s ago)\n", timestamp(h.AcquireTime), duration.HumanDuration(now.Sub(h.AcquireTime)))
+			w.printf("Lease:\t%s\n", leaseText(h.Released, h.LeaseExpireTime, now, "every instance of the holder"))
+		} else {
+			w.printf("Holder:\tnone: no cluster declared in this domain yet\n")
+		}
+		if p := v.Pending; p != nil {
+			w.printf("Pending:\t%s (uid %s) at epoch %d, waiting since %s (%s ago)\n", p.ClusterName, p.ClusterUID, p.Epoch,
+				timestamp(p.RequestTime), duration.HumanDuration(now.Sub(p.RequestTime)))
+		} else {
+			w.printf("Pending:\tnone\n")
+		}
+		w.printf("Lease TTL:\t%s\n", time.Duration(v.LeaseTTLSeconds*float64(time.Second)))
+	})
+	if err != nil {
 		return err
 	}
 	if h := v.Holder; h != nil && len(h.Instances) > 0 {
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		w = &printer{w: tw}
-		w.printf("\nINSTANCE\tEPOCH\tLEASE\n")
-		for _, l := range h.Instances {
-			w.printf("%s\t%d\t%s\n", instanceName(l.Instance), l.Epoch, leaseText(l.Released, l.LeaseExpireTime, now, "the instance"))
-		}
-		if w.err != nil {
-			return w.err
-		}
-		if err := tw.Flush(); err != nil {
+		err := printTable(out, func(w *printer) {
+			w.printf("\nINSTANCE\tEPOCH\tLEASE\n")
+			for _, l := range h.Instances {
+				w.printf("%s\t%d\t%s\n", instanceName(l.Instance), l.Epoch, leaseText(l.Released, l.LeaseExpireTime, now, "the instance"))
+			}
+		})
+		if err != nil {
 			return err
 		}
 	}
 	if len(v.Clusters) == 0 {
 		return nil
 	}
-	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	w = &printer{w: tw}
-	w.printf("\nCLUSTER\tUID\tHIGHEST EPOCH\tLAST EPOCH\tLAST DECLARATION\tAGE\n")
-	for _, c := range v.Clusters {
-		w.printf("%s\t%s\t%d\t%d\t%s\t%s\n", c.ClusterName, c.ClusterUID, c.HighestEpoch, c.LastEpoch,
-			timestamp(c.LastDeclareTime), duration.HumanDuration(now.Sub(c.LastDeclareTime)))
-	}
+	return printTable(out, func(w *printer) {
+		w.printf("\nCLUSTER\tUID\tHIGHEST EPOCH\tLAST EPOCH\tLAST DECLARATION\tAGE\n")
+		for _, c := range v.Clusters {
+			w.printf("%s\t%s\t%d\t%d\t%s\t%s\n", c.ClusterName, c.ClusterUID, c.HighestEpoch, c.LastEpoch,
+				timestamp(c.LastDeclareTime), duration.HumanDuration(now.Sub(c.LastDeclareTime)))
+		}
+	})
+}
+
+// printTable writes the lines that rows prints as one table: its own
+// tabwriter aligns its columns, independently of the tables around it.
+func printTable(out io.Writer, rows func(w *printer)) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	w := &printer{w: tw}
+	rows(w)
 	if w.err != nil {
 		return w.err
 	}

@@ -164,10 +164,8 @@ func (o *runOptions) validate() error {
 	if err := fenceagent.ValidateDomain(o.domain); err != nil {
 		errs = append(errs, err)
 	}
-	if o.instance != "" {
-		if err := fenceagent.ValidateInstance(o.instance); err != nil {
-			errs = append(errs, flagError("instance", "%v", err))
-		}
+	if err := fenceagent.ValidateInstance(o.instance); err != nil {
+		errs = append(errs, flagError("instance", "%v", err))
 	}
 	if _, err := o.authority.tlsConfig(); err != nil {
 		errs = append(errs, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/fencegate/fencegate/engine"
@@ -28,6 +29,25 @@ func CopyPolicies(t testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// StampedToken is the fencing token an admitted request ends up with: the
+// one the mutation's patch adds, or else existing, the token its object
+// already carried; 0 when neither is a token.
+func StampedToken(patch []engine.PatchOperation, existing string) uint64 {
+	value := existing
+	for _, op := range patch {
+		switch {
+		case op.Op == "add" && op.Path == "/metadata/annotations/fencegate.dev~1token":
+			value, _ = op.Value.(string)
+		case op.Op == "add" && op.Path == "/metadata/annotations":
+			if m, ok := op.Value.(map[string]any); ok {
+				value, _ = m["fencegate.dev/token"].(string)
+			}
+		}
+	}
+	token, _ := strconv.ParseUint(value, 10, 64)
+	return token
 }
 
 // Token is the fencing token of the states Fence builds.

@@ -165,15 +165,7 @@ func encodeCerts(certs []*x509.Certificate) []byte {
 // bundleHas reports whether the PEM bundle holds cert.
 func bundleHas(bundle []byte, cert *x509.Certificate) bool {
 	certs, err := parseCerts(bundle)
-	if err != nil {
-		return false
-	}
-	for _, c := range certs {
-		if c.Equal(cert) {
-			return true
-		}
-	}
-	return false
+	return err == nil && containsCert(certs, cert)
 }
 
 // renewalTime is when a certificate is due for renewal: after two thirds of

@@ -3,6 +3,7 @@ package webhookcerts
 import (
 	"bytes"
 	"crypto/x509"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,10 +143,5 @@ func (is issuer) decide(data map[string][]byte, now time.Time, trusted func(*x50
 }
 
 func containsCert(certs []*x509.Certificate, c *x509.Certificate) bool {
-	for _, have := range certs {
-		if have.Equal(c) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(certs, c.Equal)
 }

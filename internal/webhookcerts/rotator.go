@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -290,9 +291,7 @@ func (r *rotator) writeSecret(ctx context.Context, secret *corev1.Secret, exists
 	if secret.Data == nil {
 		secret.Data = map[string][]byte{}
 	}
-	for k, v := range data { // keys of others are kept
-		secret.Data[k] = v
-	}
+	maps.Copy(secret.Data, data) // keys of others are kept
 	if err := r.writer.Update(ctx, secret); err != nil {
 		return fmt.Errorf("update Secret %s/%s: %w", r.opts.Namespace, r.opts.SecretName, err)
 	}

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/engine/enginetest"
 )
 
 // request is one admission request a load worker sends.
@@ -45,28 +47,11 @@ func (a answer) token() uint64 {
 	if a.response == nil || a.response.Patch == nil {
 		return 0
 	}
-	var patch []struct {
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}
+	var patch []engine.PatchOperation
 	if json.Unmarshal(a.response.Patch, &patch) != nil {
 		return 0
 	}
-	for _, op := range patch {
-		var value string
-		switch v := op.Value.(type) {
-		case string:
-			if op.Path == "/metadata/annotations/fencegate.dev~1token" {
-				value = v
-			}
-		case map[string]any:
-			value, _ = v["fencegate.dev/token"].(string)
-		}
-		if token, err := strconv.ParseUint(value, 10, 64); err == nil {
-			return token
-		}
-	}
-	return 0
+	return enginetest.StampedToken(patch, "")
 }
 
 // message is a denial's message.

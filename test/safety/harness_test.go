@@ -52,24 +52,6 @@ func reviews(t testing.TB) []review {
 	}
 }
 
-// stampedToken is the token an admitted request ends up with: the one the
-// patch writes, or the one its object already carried.
-func stampedToken(patch []engine.PatchOperation, existing string) uint64 {
-	value := existing
-	for _, op := range patch {
-		switch {
-		case op.Op == "add" && op.Path == "/metadata/annotations/fencegate.dev~1token":
-			value, _ = op.Value.(string)
-		case op.Op == "add" && op.Path == "/metadata/annotations":
-			if m, ok := op.Value.(map[string]any); ok {
-				value, _ = m[tokenAnnotation].(string)
-			}
-		}
-	}
-	token, _ := strconv.ParseUint(value, 10, 64)
-	return token
-}
-
 // pod is one replica of a cluster's fencegate: a policy engine, the fence
 // agent that writes its data.fence (through its own proxy to the
 // authority, so that it can be partitioned alone), and the admission
@@ -268,7 +250,7 @@ func (r *run) admit(ctx context.Context, p *pod) {
 		case res.Decision.Allowed:
 			admitted = append(admitted, Admission{
 				Pod: p.name, Cluster: p.uid, Start: start, End: end,
-				Token:  stampedToken(res.Decision.Patch, b.token),
+				Token:  enginetest.StampedToken(res.Decision.Patch, b.token),
 				Status: res.Fence.Status, Holder: res.Fence.Holder.UID, FenceToken: res.Fence.Token,
 			})
 		default:

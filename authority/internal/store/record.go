@@ -45,9 +45,10 @@ func (s *Store) grantKey(domain string) string     { return s.domainPrefix(domai
 func (s *Store) decode(domain string, kvs []*mvccpb.KeyValue) (Snapshot, error) {
 	snap := Snapshot{Domain: domain}
 	var grant *mvccpb.KeyValue
+	stateKey, grantKey := s.stateKey(domain), s.grantKey(domain)
 	for _, kv := range kvs {
 		switch string(kv.Key) {
-		case s.stateKey(domain):
+		case stateKey:
 			var r record
 			if err := json.Unmarshal(kv.Value, &r); err != nil {
 				return Snapshot{}, fmt.Errorf("decode fence record %s: %w", kv.Key, err)
@@ -59,7 +60,7 @@ func (s *Store) decode(domain string, kvs []*mvccpb.KeyValue) (Snapshot, error) 
 			// own reads as one lease of instance "".
 			r.Holder.Upgrade()
 			snap.State, snap.Revision = r.State, kv.ModRevision
-		case s.grantKey(domain):
+		case grantKey:
 			grant = kv
 		}
 	}

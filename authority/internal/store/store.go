@@ -286,7 +286,8 @@ func (s *Store) current(ctx context.Context, entry *domainEntry, domain string) 
 	if entry.cached != nil {
 		return *entry.cached, nil
 	}
-	snap, err := s.Get(ctx, domain)
+	// The caller validated the domain already: read, not Get.
+	snap, _, err := s.read(ctx, domain)
 	if err != nil {
 		return Snapshot{}, err
 	}
