@@ -5,8 +5,10 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 
-CACHE   := $(CURDIR)/.cache
+# FENCEGATE_CACHE moves the tool cache, e.g. to share one between clones.
+CACHE   := $(or $(FENCEGATE_CACHE),$(CURDIR)/.cache)
 TOOLBIN := $(CACHE)/bin
+export FENCEGATE_CACHE := $(CACHE)
 export PATH := $(TOOLBIN):$(PATH)
 export FENCEGATE_TEST_ASSETS := $(TOOLBIN)
 
