@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority"
 )
@@ -134,14 +135,14 @@ func runCluster(ctx context.Context, t *testing.T, stop func() bool, name string
 
 		info := errorInfo(err)
 		switch {
-		case info.GetReason() == authority.ReasonClusterFenced && info.GetMetadata()["holder_uid"] == "uid-"+name:
+		case info.GetReason() == rpctypes.ReasonClusterFenced && info.GetMetadata()["holder_uid"] == "uid-"+name:
 			// Fenced while holding: release, as an agent does.
 			epoch := max(epoch, parseUint(info.GetMetadata()["holder_epoch"]))
 			resp, err := client.ReleaseFence(ctx, releaseReq("", name, epoch))
 			if err == nil {
 				out = append(out, answer{cluster: name, released: true, token: resp.GetFence().GetHolder().GetToken()})
 			}
-		case info.GetReason() == authority.ReasonClusterFenced && rng.IntN(100) < 10:
+		case info.GetReason() == rpctypes.ReasonClusterFenced && rng.IntN(100) < 10:
 			// Fail over to this cluster, as an operator does: raise its
 			// epoch above the holder's and any pending takeover.
 			md := info.GetMetadata()

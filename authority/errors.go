@@ -11,135 +11,98 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	"github.com/fencegate/fencegate/authority/internal/store"
 	"github.com/fencegate/fencegate/authority/statemachine"
 )
 
-// ErrorDomain is the domain of the google.rpc.ErrorInfo of every refusal.
-const ErrorDomain = "fence.fencegate.dev"
-
-// The reasons of refusals, in google.rpc.ErrorInfo.
-const (
-	// ReasonClusterFenced means another cluster holds the fence, or a takeover
-	// by a higher epoch is pending.
-	ReasonClusterFenced = "CLUSTER_FENCED"
-	// ReasonEpochRegressed means the cluster once declared a higher epoch than
-	// it declares now.
-	ReasonEpochRegressed = "CLUSTER_EPOCH_REGRESSED"
-	// ReasonAcquiring means the takeover is accepted but an instance of the
-	// previous holder has neither released nor seen its lease end yet; see
-	// MetadataRetryAfterMs.
-	ReasonAcquiring = "FENCE_ACQUIRING"
-)
-
-// The metadata keys of refusals.
-const (
-	MetadataDomain         = "domain"
-	MetadataHolderCluster  = "holder_cluster"
-	MetadataHolderUID      = "holder_uid"
-	MetadataHolderEpoch    = "holder_epoch"
-	MetadataDeclaredEpoch  = "declared_epoch"
-	MetadataRetryAfterMs   = "retry_after_ms"
-	MetadataPendingCluster = "pending_cluster"
-	MetadataPendingUID     = "pending_uid"
-	MetadataPendingEpoch   = "pending_epoch"
-	MetadataHighestEpoch   = "highest_epoch"
-)
-
-// refusal builds a FailedPrecondition error with an ErrorInfo.
+// refusal is a FailedPrecondition error with the fence domain's ErrorInfo:
+// the request was valid, but the fence's state does not allow it.
 func refusal(reason, message string, metadata map[string]string) error {
-	st, err := status.New(codes.FailedPrecondition, message).WithDetails(&errdetails.ErrorInfo{
-		Reason:   reason,
-		Domain:   ErrorDomain,
-		Metadata: metadata,
-	})
-	if err != nil {
-		return status.Errorf(codes.Internal, "attach error details to %q: %v", message, err)
-	}
-	return st.Err()
+	return rpctypes.Refusal(codes.FailedPrecondition, reason, message, metadata)
 }
 
 // metadata names the domain, the holder and the declared epoch.
 func metadata(domain string, s statemachine.State, declared uint64) map[string]string {
-	md := map[string]string{MetadataDomain: domain}
+	md := map[string]string{rpctypes.MetadataDomain: domain}
 	if h := s.Holder; h != nil {
-		md[MetadataHolderCluster] = h.Name
-		md[MetadataHolderUID] = h.UID
-		md[MetadataHolderEpoch] = strconv.FormatUint(h.Epoch, 10)
+		md[rpctypes.MetadataHolderCluster] = h.Name
+		md[rpctypes.MetadataHolderUID] = h.UID
+		md[rpctypes.MetadataHolderEpoch] = strconv.FormatUint(h.Epoch, 10)
 	}
 	if p := s.Pending; p != nil {
-		md[MetadataPendingCluster] = p.Name
-		md[MetadataPendingUID] = p.UID
-		md[MetadataPendingEpoch] = strconv.FormatUint(p.Epoch, 10)
+		md[rpctypes.MetadataPendingCluster] = p.Name
+		md[rpctypes.MetadataPendingUID] = p.UID
+		md[rpctypes.MetadataPendingEpoch] = strconv.FormatUint(p.Epoch, 10)
 	}
 	if declared > 0 {
-		md[MetadataDeclaredEpoch] = strconv.FormatUint(declared, 10)
+		md[rpctypes.MetadataDeclaredEpoch] = strconv.FormatUint(declared, 10)
 	}
 	return md
 }
 
 // declareRefusal turns a refused declaration into its error, with a message
 // that tells an operator what is going on and what to do.
-func declareRefusal(d statemachine.Declaration, r statemachine.Result) error {
+func declareRefusal(domain string, d statemachine.Declaration, r statemachine.Result) error {
 	a, h, p := r.Answer, r.State.Holder, r.State.Pending
-	md := metadata(d.Domain, r.State, d.Epoch)
+	md := metadata(domain, r.State, d.Epoch)
 	self := fmt.Sprintf("cluster %q (epoch %d)", d.Cluster.Name, d.Epoch)
 	switch a.Outcome {
 	case statemachine.Regressed:
-		md[MetadataHighestEpoch] = strconv.FormatUint(a.HighestEpoch, 10)
-		return refusal(ReasonEpochRegressed, fmt.Sprintf(
+		md[rpctypes.MetadataHighestEpoch] = strconv.FormatUint(a.HighestEpoch, 10)
+		return refusal(rpctypes.ReasonEpochRegressed, fmt.Sprintf(
 			"cluster %q (uid %s) declared epoch %d, below epoch %d that it declared before%s; "+
 				"a cluster restored from a backup or a lowered epoch setting does this: set %s's epoch to at least %d",
-			d.Cluster.Name, d.Cluster.UID, d.Epoch, a.HighestEpoch, inDomain(d.Domain), d.Cluster.Name, a.HighestEpoch), md)
+			d.Cluster.Name, d.Cluster.UID, d.Epoch, a.HighestEpoch, inDomain(domain), d.Cluster.Name, a.HighestEpoch), md)
 	case statemachine.Acquiring:
-		md[MetadataRetryAfterMs] = strconv.FormatInt(ceilMillis(a.RetryAfter), 10)
-		return refusal(ReasonAcquiring, fmt.Sprintf(
+		md[rpctypes.MetadataRetryAfterMs] = strconv.FormatInt(ceilMillis(a.RetryAfter), 10)
+		return refusal(rpctypes.ReasonAcquiring, fmt.Sprintf(
 			"%s is taking the fence%s over from cluster %q (epoch %d): the last lease of %s's instances ends in %s unless each of them releases the fence sooner; retry then",
-			self, inDomain(d.Domain), h.Name, h.Epoch, h.Name, a.RetryAfter.Round(time.Millisecond)), md)
+			self, inDomain(domain), h.Name, h.Epoch, h.Name, a.RetryAfter.Round(time.Millisecond)), md)
 	}
 	var msg string
 	switch a.FenceReason {
 	case statemachine.TakeoverPending:
 		msg = fmt.Sprintf("%s is fenced: cluster %q is taking the fence%s over at epoch %d; %s must stop changing its Components and release the fence",
-			self, p.Name, inDomain(d.Domain), p.Epoch, d.Cluster.Name)
+			self, p.Name, inDomain(domain), p.Epoch, d.Cluster.Name)
 	case statemachine.OtherTakeoverPending:
 		msg = fmt.Sprintf("%s is fenced: cluster %q is already taking the fence%s over from cluster %q at epoch %d; raise %s's epoch above %d to take over instead",
-			self, p.Name, inDomain(d.Domain), h.Name, p.Epoch, d.Cluster.Name, p.Epoch)
+			self, p.Name, inDomain(domain), h.Name, p.Epoch, d.Cluster.Name, p.Epoch)
 	default:
 		verb := "holds"
 		if h.Released {
 			verb = "released"
 		}
 		msg = fmt.Sprintf("%s is fenced: cluster %q %s the fence%s at epoch %d; raise %s's epoch above %d to take over",
-			self, h.Name, verb, inDomain(d.Domain), h.Epoch, d.Cluster.Name, h.Epoch)
+			self, h.Name, verb, inDomain(domain), h.Epoch, d.Cluster.Name, h.Epoch)
 		if h.UID == d.Cluster.UID {
 			msg += fmt.Sprintf(" (both clusters have uid %s: two clusters share a UID, or the cluster was renamed)", h.UID)
 		}
 	}
-	return refusal(ReasonClusterFenced, msg, md)
+	return refusal(rpctypes.ReasonClusterFenced, msg, md)
 }
 
 // releaseRefusal turns a refused release into its error.
-func releaseRefusal(r statemachine.Release, res statemachine.ReleaseResult) error {
+func releaseRefusal(domain string, r statemachine.Release, res statemachine.ReleaseResult) error {
 	h := res.State.Holder
-	md := metadata(r.Domain, res.State, r.Epoch)
+	md := metadata(domain, res.State, r.Epoch)
 	if res.Outcome == statemachine.ReleaseRegressed {
-		return refusal(ReasonEpochRegressed, fmt.Sprintf(
+		return refusal(rpctypes.ReasonEpochRegressed, fmt.Sprintf(
 			"instance %q of cluster %q (uid %s) cannot release its lease of the fence%s with epoch %d: it declared epoch %d",
-			r.Instance, h.Name, r.ClusterUID, inDomain(r.Domain), r.Epoch, h.Instances[r.Instance].Epoch), md)
+			r.Instance, h.Name, r.ClusterUID, inDomain(domain), r.Epoch, h.Instances[r.Instance].Epoch), md)
 	}
 	if h == nil {
-		return refusal(ReasonClusterFenced, fmt.Sprintf(
-			"cluster uid %s cannot release the fence%s: no cluster holds it", r.ClusterUID, inDomain(r.Domain)), md)
+		return refusal(rpctypes.ReasonClusterFenced, fmt.Sprintf(
+			"cluster uid %s cannot release the fence%s: no cluster holds it", r.ClusterUID, inDomain(domain)), md)
 	}
-	return refusal(ReasonClusterFenced, fmt.Sprintf(
+	return refusal(rpctypes.ReasonClusterFenced, fmt.Sprintf(
 		"cluster uid %s cannot release the fence%s: cluster %q (uid %s) holds it at epoch %d",
-		r.ClusterUID, inDomain(r.Domain), h.Name, h.UID, h.Epoch), md)
+		r.ClusterUID, inDomain(domain), h.Name, h.UID, h.Epoch), md)
 }
 
 // inDomain names a domain other than the default one in messages.
 func inDomain(domain string) string {
-	if domain == statemachine.DefaultDomain {
+	if domain == rpctypes.DefaultDomain {
 		return ""
 	}
 	return fmt.Sprintf(" of domain %q", domain)
@@ -155,7 +118,7 @@ func ceilMillis(d time.Duration) int64 {
 // name their field; a request past a bound of the record and etcd being
 // unreachable are ResourceExhausted and Unavailable, so clients retry.
 func storeError(err error) error {
-	var fieldErr *statemachine.FieldError
+	var fieldErr *rpctypes.FieldError
 	var limitErr *statemachine.LimitError
 	switch {
 	case errors.As(err, &fieldErr):
@@ -179,9 +142,16 @@ func storeError(err error) error {
 	}
 }
 
-// resultLabel is the metrics label of a failed call, from the status
-// storeError made of it.
+// resultOK is the metrics label of a call that succeeded.
+const resultOK = "ok"
+
+// resultLabel is the metrics label of a failed call, from the status it
+// answers with: a refusal is labelled by its reason, the way the agent
+// labels the same answer (rpctypes.ResultLabel).
 func resultLabel(st error) string {
+	if info := rpctypes.ErrorInfo(st); info != nil {
+		return rpctypes.ResultLabel(info.GetReason())
+	}
 	switch status.Code(st) {
 	case codes.InvalidArgument:
 		return "invalid"

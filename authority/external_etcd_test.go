@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/authority/etcdbackend"
@@ -207,8 +208,8 @@ func TestExternalEtcdClusterSurvivesLosingAMember(t *testing.T) {
 			t.Fatalf("declaration %d: token %d, want the renewed %d", i, resp.GetToken(), first.GetToken())
 		}
 	}
-	if _, err := client.DeclareClusterEpoch(ctx, declareReq("", "west", 2)); errorInfo(err).GetReason() != authority.ReasonAcquiring {
-		t.Fatalf("west declares 2: %v, want %s", err, authority.ReasonAcquiring)
+	if _, err := client.DeclareClusterEpoch(ctx, declareReq("", "west", 2)); errorInfo(err).GetReason() != rpctypes.ReasonAcquiring {
+		t.Fatalf("west declares 2: %v, want %s", err, rpctypes.ReasonAcquiring)
 	}
 	if _, err := client.ReleaseFence(ctx, releaseReq("", "east", 1)); err != nil {
 		t.Fatalf("east releases: %v", err)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/authority/etcdbackend"
@@ -52,8 +53,8 @@ func checkProtocolError(t *testing.T, call, domain string, err error) {
 		}
 	case codes.FailedPrecondition:
 		info := errorInfo(err)
-		if info == nil || info.GetDomain() != authority.ErrorDomain || info.GetMetadata()[authority.MetadataDomain] != normalized(domain) ||
-			!slices.Contains([]string{authority.ReasonClusterFenced, authority.ReasonEpochRegressed, authority.ReasonAcquiring}, info.GetReason()) {
+		if info == nil || info.GetDomain() != rpctypes.ErrorDomain || info.GetMetadata()[rpctypes.MetadataDomain] != normalized(domain) ||
+			!slices.Contains([]string{rpctypes.ReasonClusterFenced, rpctypes.ReasonEpochRegressed, rpctypes.ReasonAcquiring}, info.GetReason()) {
 			t.Fatalf("%s: FailedPrecondition %q with ErrorInfo %v", call, st.Message(), info)
 		}
 	case codes.ResourceExhausted:

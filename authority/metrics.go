@@ -18,11 +18,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		declarations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_authority_declarations_total",
-			Help: "DeclareClusterEpoch calls by result: ok, fenced, regressed, acquiring, invalid, limited (too many instances of the holder) or error.",
+			Help: "DeclareClusterEpoch calls by result: ok, fenced, epoch_regressed, acquiring, invalid, limited (too many instances of the holder) or error.",
 		}, []string{"result"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_authority_releases_total",
-			Help: "ReleaseFence calls by result: released, already_released, no_lease, not_holder, regressed, invalid or error.",
+			Help: "ReleaseFence calls by result: released, already_released, no_lease, not_holder, epoch_regressed, invalid or error.",
 		}, []string{"result"}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencegate_authority_watchers",

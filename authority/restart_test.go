@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
-	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/authority/authoritytest"
 )
 
@@ -29,9 +29,9 @@ func TestRestartKeepsHolderPendingAndHighestEpochs(t *testing.T) {
 		epoch  uint64
 		reason string
 	}{
-		{"west", 7, authority.ReasonAcquiring},
-		{"north", 4, authority.ReasonClusterFenced},
-		{"north", 3, authority.ReasonEpochRegressed},
+		{"west", 7, rpctypes.ReasonAcquiring},
+		{"north", 4, rpctypes.ReasonClusterFenced},
+		{"north", 3, rpctypes.ReasonEpochRegressed},
 	} {
 		_, err := client.DeclareClusterEpoch(ctx, declareReq("", c.name, c.epoch))
 		if info := errorInfo(err); info.GetReason() != c.reason {
@@ -72,8 +72,8 @@ func TestRestartKeepsHolderPendingAndHighestEpochs(t *testing.T) {
 		req    *fencev1.DeclareClusterEpochRequest
 		reason string
 	}{
-		{declareReq("", "north", 3), authority.ReasonEpochRegressed},
-		{declareReq("", "east", 5), authority.ReasonClusterFenced},
+		{declareReq("", "north", 3), rpctypes.ReasonEpochRegressed},
+		{declareReq("", "east", 5), rpctypes.ReasonClusterFenced},
 	}
 	for _, s := range steps {
 		_, err := client.DeclareClusterEpoch(ctx, s.req)

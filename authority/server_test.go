@@ -77,19 +77,19 @@ func TestMetrics(t *testing.T) {
 	}
 
 	want := `
-# HELP fencegate_authority_declarations_total DeclareClusterEpoch calls by result: ok, fenced, regressed, acquiring, invalid, limited (too many instances of the holder) or error.
+# HELP fencegate_authority_declarations_total DeclareClusterEpoch calls by result: ok, fenced, epoch_regressed, acquiring, invalid, limited (too many instances of the holder) or error.
 # TYPE fencegate_authority_declarations_total counter
 fencegate_authority_declarations_total{result="acquiring"} 1
 fencegate_authority_declarations_total{result="fenced"} 1
 fencegate_authority_declarations_total{result="invalid"} 1
 fencegate_authority_declarations_total{result="ok"} 4
-fencegate_authority_declarations_total{result="regressed"} 1
+fencegate_authority_declarations_total{result="epoch_regressed"} 1
 # HELP fencegate_authority_grants_total Fences granted, by domain and kind: first, after_release or after_expiry (the previous holder stopped renewing).
 # TYPE fencegate_authority_grants_total counter
 fencegate_authority_grants_total{domain="b",kind="first"} 1
 fencegate_authority_grants_total{domain="default",kind="after_release"} 1
 fencegate_authority_grants_total{domain="default",kind="first"} 1
-# HELP fencegate_authority_releases_total ReleaseFence calls by result: released, already_released, no_lease, not_holder, regressed, invalid or error.
+# HELP fencegate_authority_releases_total ReleaseFence calls by result: released, already_released, no_lease, not_holder, epoch_regressed, invalid or error.
 # TYPE fencegate_authority_releases_total counter
 fencegate_authority_releases_total{result="not_holder"} 1
 fencegate_authority_releases_total{result="released"} 1

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/utils/clock"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority/internal/store"
 	"github.com/fencegate/fencegate/authority/statemachine"
@@ -91,23 +92,27 @@ func (s *Service) Check(ctx context.Context) error { return s.store.Check(ctx) }
 // the fence by the rules of package statemachine.
 func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
 	d := statemachine.Declaration{
-		Domain:   statemachine.Normalize(req.GetDomain()),
 		Cluster:  statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
 		Epoch:    req.GetEpoch(),
 		Instance: req.GetInstance(),
 	}
-	result, err := s.store.Declare(ctx, d)
+	domain, err := requestDomain(req.GetDomain())
+	var result statemachine.Result
+	if err == nil {
+		result, err = s.store.Declare(ctx, domain, d)
+	}
 	if err != nil {
 		st := s.failure("declare", err)
 		s.metrics.declarations.WithLabelValues(resultLabel(st)).Inc()
 		return nil, st
 	}
-	s.logDeclaration(d, result)
+	s.logDeclaration(domain, result)
 	if a := result.Answer; !a.OK() {
-		s.metrics.declarations.WithLabelValues(a.Outcome.String()).Inc()
-		return nil, declareRefusal(d, result)
+		st := declareRefusal(domain, d, result)
+		s.metrics.declarations.WithLabelValues(resultLabel(st)).Inc()
+		return nil, st
 	}
-	s.metrics.declarations.WithLabelValues("ok").Inc()
+	s.metrics.declarations.WithLabelValues(resultOK).Inc()
 	return &fencev1.DeclareClusterEpochResponse{
 		Holder:   holderProto(result.State.Holder),
 		LeaseTtl: durationpb.New(s.store.LeaseTTL()),
@@ -120,12 +125,16 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 // ended.
 func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceRequest) (*fencev1.ReleaseFenceResponse, error) {
 	r := statemachine.Release{
-		Domain:     statemachine.Normalize(req.GetDomain()),
 		ClusterUID: req.GetClusterUid(),
 		Epoch:      req.GetEpoch(),
 		Instance:   req.GetInstance(),
 	}
-	result, snap, err := s.store.Release(ctx, r)
+	domain, err := requestDomain(req.GetDomain())
+	var result statemachine.ReleaseResult
+	var snap store.Snapshot
+	if err == nil {
+		result, snap, err = s.store.Release(ctx, domain, r)
+	}
 	if err != nil {
 		st := s.failure("release", err)
 		s.metrics.releases.WithLabelValues(resultLabel(st)).Inc()
@@ -139,17 +148,21 @@ func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceReq
 			if h.Released {
 				msg = "fence released: every instance of the holder released its lease, or its lease ended"
 			}
-			s.log.Info(msg, "domain", r.Domain, "cluster", h.Name, "uid", h.UID, "instance", r.Instance, "epoch", h.Epoch, "token", h.Token)
+			s.log.Info(msg, "domain", domain, "cluster", h.Name, "uid", h.UID, "instance", r.Instance, "epoch", h.Epoch, "token", h.Token)
 		}
 		return &fencev1.ReleaseFenceResponse{Fence: fenceProto(snap, s.store.LeaseTTL())}, nil
 	default:
-		return nil, releaseRefusal(r, result)
+		return nil, releaseRefusal(domain, r, result)
 	}
 }
 
 // GetFence returns a domain's whole fence state.
 func (s *Service) GetFence(ctx context.Context, req *fencev1.GetFenceRequest) (*fencev1.GetFenceResponse, error) {
-	snap, err := s.store.Get(ctx, req.GetDomain())
+	domain, err := requestDomain(req.GetDomain())
+	var snap store.Snapshot
+	if err == nil {
+		snap, err = s.store.Get(ctx, domain)
+	}
 	if err != nil {
 		return nil, s.failure("get", err)
 	}
@@ -167,8 +180,12 @@ func (s *Service) WatchFence(req *fencev1.WatchFenceRequest, stream fencev1.Fenc
 	stop := context.AfterFunc(s.life, cancel)
 	defer stop()
 
+	domain, err := requestDomain(req.GetDomain())
+	if err != nil {
+		return s.failure("watch", err)
+	}
 	var sendErr error
-	err := s.store.Watch(ctx, req.GetDomain(), func(ev store.Event) error {
+	err = s.store.Watch(ctx, domain, func(ev store.Event) error {
 		sendErr = stream.Send(&fencev1.WatchFenceResponse{
 			Type:  eventTypeProto(ev.Types),
 			Fence: fenceProto(ev.Snapshot, s.store.LeaseTTL()),
@@ -188,6 +205,13 @@ func (s *Service) WatchFence(req *fencev1.WatchFenceRequest, stream fencev1.Fenc
 	return s.failure("watch", err)
 }
 
+// requestDomain is the domain a request names, normalized and checked: the
+// one place the authority does either.
+func requestDomain(domain string) (string, error) {
+	domain = rpctypes.NormalizeDomain(domain)
+	return domain, rpctypes.ValidateDomain(domain)
+}
+
 // failure maps a store error to its status and logs the ones an operator
 // must look at: neither bad requests, nor cancellations, nor etcd being
 // unreachable (counted in metrics and reported by the readiness check).
@@ -201,19 +225,19 @@ func (s *Service) failure(call string, err error) error {
 
 // logDeclaration writes the decision log: the declarations that change who
 // holds the fence or who waits for it.
-func (s *Service) logDeclaration(d statemachine.Declaration, r statemachine.Result) {
+func (s *Service) logDeclaration(domain string, r statemachine.Result) {
 	a, h, p := r.Answer, r.State.Holder, r.State.Pending
 	switch {
 	case a.Outcome == statemachine.Granted:
-		kv := []any{"domain", d.Domain, "cluster", h.Name, "uid", h.UID, "epoch", h.Epoch, "token", h.Token, "kind", a.Grant}
+		kv := []any{"domain", domain, "cluster", h.Name, "uid", h.UID, "epoch", h.Epoch, "token", h.Token, "kind", a.Grant}
 		if prev := a.Previous; prev != nil {
 			kv = append(kv, "previousCluster", prev.Name, "previousEpoch", prev.Epoch, "previousToken", prev.Token)
 		}
 		s.log.Info("fence granted", kv...)
 	case a.Outcome == statemachine.Acquiring && slices.Contains(r.Events, statemachine.PendingChanged):
-		s.log.Info("fence takeover pending", "domain", d.Domain, "cluster", p.Name, "uid", p.UID, "epoch", p.Epoch,
+		s.log.Info("fence takeover pending", "domain", domain, "cluster", p.Name, "uid", p.UID, "epoch", p.Epoch,
 			"holder", h.Name, "holderEpoch", h.Epoch, "leaseLeft", a.RetryAfter.String())
 	case a.Outcome == statemachine.Renewed && slices.Contains(r.Events, statemachine.PendingChanged):
-		s.log.Info("fence holder raised its epoch; pending takeover dropped", "domain", d.Domain, "cluster", h.Name, "epoch", h.Epoch)
+		s.log.Info("fence holder raised its epoch; pending takeover dropped", "domain", domain, "cluster", h.Name, "epoch", h.Epoch)
 	}
 }

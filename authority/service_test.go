@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
-	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/authority/authoritytest"
 	"github.com/fencegate/fencegate/authority/statemachine"
 )
@@ -77,65 +77,65 @@ func TestFenceProtocol(t *testing.T) {
 	tests := map[string][]call{
 		"first declaration wins, equal epoch from another cluster is fenced": {
 			declareCall("east", 3).granted("east"),
-			declareCall("west", 3).after(time.Second).refused(authority.ReasonClusterFenced,
+			declareCall("west", 3).after(time.Second).refused(rpctypes.ReasonClusterFenced,
 				`cluster "west" (epoch 3) is fenced: cluster "east" holds the fence at epoch 3; raise west's epoch above 3 to take over`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "3", "declared_epoch": "3"}),
 			declareCall("east", 3).after(time.Second).renewed("east"),
 		},
 		"takeover while the holder's lease runs: acquiring, holder fenced, release, grant": {
 			declareCall("east", 7).granted("east"),
-			declareCall("west", 8).after(5*time.Second).refused(authority.ReasonAcquiring,
+			declareCall("west", 8).after(5*time.Second).refused(rpctypes.ReasonAcquiring,
 				`cluster "west" (epoch 8) is taking the fence over from cluster "east" (epoch 7): the last lease of east's instances ends in 10s unless each of them releases the fence sooner; retry then`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "7", "declared_epoch": "8",
 					"pending_cluster": "west", "pending_uid": "uid-west", "pending_epoch": "8", "retry_after_ms": "10000"}),
-			declareCall("east", 7).after(time.Second).refused(authority.ReasonClusterFenced,
+			declareCall("east", 7).after(time.Second).refused(rpctypes.ReasonClusterFenced,
 				`cluster "east" (epoch 7) is fenced: cluster "west" is taking the fence over at epoch 8; east must stop changing its Components and release the fence`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "7", "declared_epoch": "7",
 					"pending_cluster": "west", "pending_uid": "uid-west", "pending_epoch": "8"}),
 			{release: releaseReq("", "east", 7)},
 			declareCall("west", 8).granted("west"),
-			declareCall("east", 7).refused(authority.ReasonClusterFenced,
+			declareCall("east", 7).refused(rpctypes.ReasonClusterFenced,
 				`cluster "east" (epoch 7) is fenced: cluster "west" holds the fence at epoch 8; raise east's epoch above 8 to take over`,
 				map[string]string{"domain": "default", "holder_cluster": "west", "holder_uid": "uid-west", "holder_epoch": "8", "declared_epoch": "7"}),
 		},
 		"lease expiry hands the fence over without a release": {
 			declareCall("east", 1).granted("east"),
-			declareCall("west", 2).after(14*time.Second).refused(authority.ReasonAcquiring,
+			declareCall("west", 2).after(14*time.Second).refused(rpctypes.ReasonAcquiring,
 				`cluster "west" (epoch 2) is taking the fence over from cluster "east" (epoch 1): the last lease of east's instances ends in 1s unless each of them releases the fence sooner; retry then`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "1", "declared_epoch": "2",
 					"pending_cluster": "west", "pending_uid": "uid-west", "pending_epoch": "2", "retry_after_ms": "1000"}),
 			declareCall("west", 2).after(time.Second).granted("west"),
-			declareCall("east", 1).refused(authority.ReasonClusterFenced,
+			declareCall("east", 1).refused(rpctypes.ReasonClusterFenced,
 				`cluster "east" (epoch 1) is fenced: cluster "west" holds the fence at epoch 2; raise east's epoch above 2 to take over`, nil),
 		},
 		"the same cluster with a lower epoch is regressed": {
 			declareCall("east", 5).granted("east"),
-			declareCall("east", 4).refused(authority.ReasonEpochRegressed,
+			declareCall("east", 4).refused(rpctypes.ReasonEpochRegressed,
 				`cluster "east" (uid uid-east) declared epoch 4, below epoch 5 that it declared before; a cluster restored from a backup or a lowered epoch setting does this: set east's epoch to at least 5`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "5", "declared_epoch": "4", "highest_epoch": "5"}),
 			declareCall("east", 6).renewed("east"),
 		},
 		"only the holder releases, and not with a lower epoch": {
 			declareCall("east", 5).granted("east"),
-			{release: releaseReq("", "west", 9), wantCode: codes.FailedPrecondition, wantReason: authority.ReasonClusterFenced,
+			{release: releaseReq("", "west", 9), wantCode: codes.FailedPrecondition, wantReason: rpctypes.ReasonClusterFenced,
 				wantMessage: `cluster uid uid-west cannot release the fence: cluster "east" (uid uid-east) holds it at epoch 5`},
-			{release: releaseReq("", "east", 4), wantCode: codes.FailedPrecondition, wantReason: authority.ReasonEpochRegressed,
+			{release: releaseReq("", "east", 4), wantCode: codes.FailedPrecondition, wantReason: rpctypes.ReasonEpochRegressed,
 				wantMessage: `instance "" of cluster "east" (uid uid-east) cannot release its lease of the fence with epoch 4: it declared epoch 5`},
 			{release: releaseReq("", "east", 5)},
 			{release: releaseReq("", "east", 5)},
-			declareCall("west", 5).refused(authority.ReasonClusterFenced,
+			declareCall("west", 5).refused(rpctypes.ReasonClusterFenced,
 				`cluster "west" (epoch 5) is fenced: cluster "east" released the fence at epoch 5; raise west's epoch above 5 to take over`, nil),
 			declareCall("west", 6).granted("west"),
 		},
 		"two instances of the holder: the takeover waits until each one released": {
 			declareCall("east", 7).by("east-a").granted("east").instances("east-a@7"),
 			declareCall("east", 7).by("east-b").after(time.Second).renewed("east").instances("east-a@7", "east-b@7"),
-			declareCall("west", 8).after(time.Second).refused(authority.ReasonAcquiring,
+			declareCall("west", 8).after(time.Second).refused(rpctypes.ReasonAcquiring,
 				`cluster "west" (epoch 8) is taking the fence over from cluster "east" (epoch 7): the last lease of east's instances ends in 14s unless each of them releases the fence sooner; retry then`, nil),
 			call{release: releaseReq("", "east", 7)}.by("east-a").instances("east-a@7 released", "east-b@7"),
-			declareCall("west", 8).refused(authority.ReasonAcquiring,
+			declareCall("west", 8).refused(rpctypes.ReasonAcquiring,
 				`cluster "west" (epoch 8) is taking the fence over from cluster "east" (epoch 7): the last lease of east's instances ends in 14s unless each of them releases the fence sooner; retry then`, nil),
-			declareCall("east", 7).by("east-c").refused(authority.ReasonClusterFenced,
+			declareCall("east", 7).by("east-c").refused(rpctypes.ReasonClusterFenced,
 				`cluster "east" (epoch 7) is fenced: cluster "west" is taking the fence over at epoch 8; east must stop changing its Components and release the fence`, nil),
 			call{release: releaseReq("", "east", 7)}.by("east-c").instances("east-a@7 released", "east-b@7"),
 			call{release: releaseReq("", "east", 7)}.by("east-b").instances("east-a@7 released", "east-b@7 released"),
@@ -234,8 +234,8 @@ func checkRefusal(t *testing.T, what string, err error, c call, domain string) {
 	if info == nil {
 		t.Fatalf("%s: no ErrorInfo in %v", what, st.Details())
 	}
-	if info.GetDomain() != authority.ErrorDomain || info.GetReason() != c.wantReason {
-		t.Errorf("%s: ErrorInfo %s/%s, want %s/%s", what, info.GetDomain(), info.GetReason(), authority.ErrorDomain, c.wantReason)
+	if info.GetDomain() != rpctypes.ErrorDomain || info.GetReason() != c.wantReason {
+		t.Errorf("%s: ErrorInfo %s/%s, want %s/%s", what, info.GetDomain(), info.GetReason(), rpctypes.ErrorDomain, c.wantReason)
 	}
 	if c.wantMetadata != nil {
 		want := map[string]string{}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"k8s.io/utils/clock"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -207,7 +208,7 @@ func (c *ClusterFence) shutdown() {
 	// Detached from Start's context, which has ended: the release is
 	// what this instance owes the cluster taking over.
 	err := c.sendRelease(context.Background(), timeout)
-	st, _ := grpcStatus(err)
+	st, _ := rpctypes.Status(err)
 	switch {
 	case err == nil:
 		c.log.Info("the fence agent stopped and released this instance's lease")
@@ -412,7 +413,7 @@ func (c *ClusterFence) release(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.releasing = false
-	st, _ := grpcStatus(err)
+	st, _ := rpctypes.Status(err)
 	switch {
 	case err == nil:
 		c.holder = false

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -91,7 +92,7 @@ func TestDeclaresAtStartOnIntervalAndOnWatchEvents(t *testing.T) {
 	eventually(t, "the watch is open", func() bool { return auth.watchCount() == 1 })
 	auth.events <- &fencev1.WatchFenceResponse{Type: fencev1.FenceEventType_FENCE_EVENT_TYPE_PENDING_CHANGED}
 	call := auth.next(t)
-	call.answer(nil, refusalErr(ReasonClusterFenced, testSelf, 7, 0))
+	call.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testSelf, 7, 0))
 	ta.waitStatus(t, fencestate.Fenced)
 }
 
@@ -101,7 +102,7 @@ func TestStaleResultsAreDropped(t *testing.T) {
 	tests := map[string]struct {
 		stale func(*declareCall)
 	}{
-		"a late refusal":          {stale: func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) }},
+		"a late refusal":          {stale: func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)) }},
 		"a late unexpected error": {stale: func(c *declareCall) { c.answer(nil, status.Error(codes.Internal, "store failed")) }},
 		"a late Unimplemented":    {stale: func(c *declareCall) { c.answer(nil, status.Error(codes.Unimplemented, "old authority")) }},
 		"a late transient error":  {stale: func(c *declareCall) { c.answer(unavailable()) }},
@@ -220,7 +221,7 @@ func TestCheck(t *testing.T) {
 		}()
 		call := auth.next(t) // never answered
 		err := <-done
-		if st, ok := grpcStatus(err); !ok || st.Code() != codes.DeadlineExceeded {
+		if st, ok := rpctypes.Status(err); !ok || st.Code() != codes.DeadlineExceeded {
 			t.Errorf("Check = %v, want DeadlineExceeded", err)
 		}
 		eventually(t, "the authority sees the call end", func() bool { return call.ctx.Err() != nil })
@@ -252,7 +253,7 @@ func TestUnimplementedIsUnsupported(t *testing.T) {
 }
 
 func isCode(err error, c codes.Code) bool {
-	st, ok := grpcStatus(err)
+	st, ok := rpctypes.Status(err)
 	return ok && st.Code() == c
 }
 
@@ -275,7 +276,7 @@ func TestTransientErrorsKeepStatusUntilExpiry(t *testing.T) {
 			wantLogs:   []string{"I:active", "E:unknown"},
 		},
 		"fenced lasts until three heartbeats without an answer when the lease TTL is unknown": {
-			first:      func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) },
+			first:      func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)) },
 			want:       fencestate.Fenced,
 			lasts:      3 * testInterval,
 			wantReason: ReasonAuthorityUnreachable,
@@ -368,7 +369,7 @@ func TestLeaseExpiresWithoutAnyAnswer(t *testing.T) {
 
 func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 	fenced := func(holder fencestate.Cluster) func(*declareCall) {
-		return func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, holder, 7, 0)) }
+		return func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, holder, 7, 0)) }
 	}
 	tests := map[string]struct {
 		holder      bool
@@ -474,7 +475,7 @@ func TestTransitionsLogAndSignalOnce(t *testing.T) {
 	var fenced atomic.Bool
 	auth.answerAll(t, func(req *fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
 		if fenced.Load() {
-			return nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)
+			return nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)
 		}
 		return grantResp(req, testLease, 1)
 	})
@@ -547,13 +548,13 @@ func TestChangesSignalEveryTransition(t *testing.T) {
 		{func(c *declareCall) { c.grant(testLease, 1) }, true},
 		{func(c *declareCall) { c.grant(testLease, 1) }, false}, // a renewal is no transition
 		{func(c *declareCall) { c.answer(unavailable()) }, false},
-		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonFenceAcquiring, testWest, 7, time.Second)) }, true},
-		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterEpochRegressed, testWest, 7, 0)) }, true},
-		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) }, true},
-		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) }, false},
+		{func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonAcquiring, testWest, 7, time.Second)) }, true},
+		{func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonEpochRegressed, testWest, 7, 0)) }, true},
+		{func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)) }, true},
+		{func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)) }, false},
 		// The fence moved to another cluster while this one stays fenced:
 		// what the Components say about the holder must follow.
-		{func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testNorth, 7, 0)) }, true},
+		{func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testNorth, 7, 0)) }, true},
 	}
 	for i, s := range steps {
 		declare(s.answer)
@@ -567,7 +568,7 @@ func TestAcquiringAsksAgainAfterRetryAfter(t *testing.T) {
 	auth, client := newScriptedAuthority(t)
 	ta := newTestAgent(t, client, nil)
 	ta.start(t)
-	auth.next(t).answer(nil, refusalErr(ReasonFenceAcquiring, testWest, 7, time.Second))
+	auth.next(t).answer(nil, refusalErr(rpctypes.ReasonAcquiring, testWest, 7, time.Second))
 	ta.waitStatus(t, fencestate.Acquiring)
 	// The holder's lease ends in a second: the agent asks again then,
 	// not at the next heartbeat.
@@ -664,8 +665,8 @@ func TestStopWritesUnknownThenReleasesTheLease(t *testing.T) {
 			wantLog: "the fence agent stopped and released this instance's lease",
 		},
 		"a fenced cluster: the authority has no lease to release": {
-			first:   func(c *declareCall) { c.answer(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)) },
-			release: func(context.Context) error { return refusalErr(ReasonClusterFenced, testWest, 7, 0) }, wantRelease: true,
+			first:   func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)) },
+			release: func(context.Context) error { return refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0) }, wantRelease: true,
 			noLog: "could not release",
 		},
 		"the authority does not answer the release: the agent stops after the release timeout": {

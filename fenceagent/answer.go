@@ -4,25 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
-)
-
-// ErrorDomain is the google.rpc.ErrorInfo domain of the authority's refusals.
-const ErrorDomain = "fence.fencegate.dev"
-
-// The ErrorInfo reasons of the authority's refusals.
-const (
-	ReasonClusterFenced         = "CLUSTER_FENCED"
-	ReasonClusterEpochRegressed = "CLUSTER_EPOCH_REGRESSED"
-	ReasonFenceAcquiring        = "FENCE_ACQUIRING"
 )
 
 // The agent's own reasons, written to data.fence.reason when the status does
@@ -59,9 +48,18 @@ const (
 	unexpected
 )
 
-// result is the metric label of each kind.
+// result is the metric label of each kind; refusals are labelled as the
+// authority labels them.
 func (k answerKind) result() string {
-	return [...]string{"ok", "fenced", "epoch_regressed", "acquiring", "unsupported", "transient", "error"}[k]
+	switch k {
+	case refusedFenced:
+		return rpctypes.ResultLabel(rpctypes.ReasonClusterFenced)
+	case refusedRegressed:
+		return rpctypes.ResultLabel(rpctypes.ReasonEpochRegressed)
+	case refusedAcquiring:
+		return rpctypes.ResultLabel(rpctypes.ReasonAcquiring)
+	}
+	return [...]string{granted: "ok", unsupported: "unsupported", transient: "transient", unexpected: "error"}[k]
 }
 
 // answer is one declaration's outcome, decoded from the response or the gRPC
@@ -100,7 +98,7 @@ func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 		}
 		return a
 	}
-	st, ok := grpcStatus(err)
+	st, ok := rpctypes.Status(err)
 	if !ok {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return answer{kind: transient, err: err}
@@ -113,7 +111,7 @@ func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 	case codes.Unimplemented:
 		return answer{kind: unsupported, reason: ReasonUnimplemented, err: err}
 	case codes.FailedPrecondition:
-		if info := errorInfo(st); info != nil {
+		if info := rpctypes.ErrorInfo(err); info != nil {
 			return refusal(info, err)
 		}
 	}
@@ -128,53 +126,24 @@ func refusal(info *errdetails.ErrorInfo, err error) answer {
 		reason: info.GetReason(),
 		err:    err,
 		holder: fencestate.Cluster{
-			Name:  md["holder_cluster"],
-			UID:   md["holder_uid"],
-			Epoch: parseUint(md["holder_epoch"]),
+			Name:  md[rpctypes.MetadataHolderCluster],
+			UID:   md[rpctypes.MetadataHolderUID],
+			Epoch: rpctypes.Uint(md, rpctypes.MetadataHolderEpoch),
 		},
-		highestEpoch: parseUint(md["highest_epoch"]),
-		retryAfter:   time.Duration(parseUint(md["retry_after_ms"])) * time.Millisecond,
+		highestEpoch: rpctypes.Uint(md, rpctypes.MetadataHighestEpoch),
+		retryAfter:   time.Duration(rpctypes.Uint(md, rpctypes.MetadataRetryAfterMs)) * time.Millisecond,
 	}
 	switch info.GetReason() {
-	case ReasonClusterFenced:
+	case rpctypes.ReasonClusterFenced:
 		a.kind = refusedFenced
-	case ReasonClusterEpochRegressed:
+	case rpctypes.ReasonEpochRegressed:
 		a.kind = refusedRegressed
-	case ReasonFenceAcquiring:
+	case rpctypes.ReasonAcquiring:
 		a.kind = refusedAcquiring
 	default:
 		a.kind, a.reason = unexpected, ReasonUnexpectedError
 	}
 	return a
-}
-
-// grpcStatus finds a gRPC status in err or anything it wraps.
-func grpcStatus(err error) (*status.Status, bool) {
-	var se interface{ GRPCStatus() *status.Status }
-	if !errors.As(err, &se) || se.GRPCStatus() == nil {
-		return nil, false
-	}
-	return se.GRPCStatus(), true
-}
-
-// errorInfo returns the status's ErrorInfo of the fence domain, if any.
-func errorInfo(st *status.Status) *errdetails.ErrorInfo {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
-			return info
-		}
-	}
-	return nil
-}
-
-// parseUint reads a metadata number; absent or malformed reads as 0, which
-// the messages treat as "not said".
-func parseUint(s string) uint64 {
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0
-	}
-	return n
 }
 
 // describe names a cluster for messages: "west (epoch 8)".

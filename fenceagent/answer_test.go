@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -18,9 +19,9 @@ import (
 func TestDecode(t *testing.T) {
 	req := &fencev1.DeclareClusterEpochRequest{ClusterName: testSelf.Name, ClusterUid: testSelf.UID, Epoch: testSelf.Epoch}
 	grant, _ := grantResp(req, 15*time.Second, 42)
-	fenced := refusalErr(ReasonClusterFenced, testWest, 7, 0)
+	fenced := refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)
 	otherDomain, _ := status.New(codes.FailedPrecondition, "refused").WithDetails(&errdetails.ErrorInfo{
-		Reason: ReasonClusterFenced, Domain: "example.com",
+		Reason: rpctypes.ReasonClusterFenced, Domain: "example.com",
 	})
 
 	tests := map[string]struct {
@@ -37,17 +38,17 @@ func TestDecode(t *testing.T) {
 			resp: grant, want: granted, wantHolder: testSelf, wantTTL: 15 * time.Second, wantToken: 42,
 		},
 		"CLUSTER_FENCED names the holder": {
-			err: fenced, want: refusedFenced, wantHolder: testWest, wantReason: ReasonClusterFenced,
+			err: fenced, want: refusedFenced, wantHolder: testWest, wantReason: rpctypes.ReasonClusterFenced,
 		},
 		"CLUSTER_FENCED wrapped by a caller": {
-			err: fmt.Errorf("declare: %w", fenced), want: refusedFenced, wantHolder: testWest, wantReason: ReasonClusterFenced,
+			err: fmt.Errorf("declare: %w", fenced), want: refusedFenced, wantHolder: testWest, wantReason: rpctypes.ReasonClusterFenced,
 		},
 		"CLUSTER_EPOCH_REGRESSED": {
-			err: refusalErr(ReasonClusterEpochRegressed, testWest, 7, 0), want: refusedRegressed, wantHolder: testWest, wantReason: ReasonClusterEpochRegressed,
+			err: refusalErr(rpctypes.ReasonEpochRegressed, testWest, 7, 0), want: refusedRegressed, wantHolder: testWest, wantReason: rpctypes.ReasonEpochRegressed,
 		},
 		"FENCE_ACQUIRING carries retry_after_ms": {
-			err: refusalErr(ReasonFenceAcquiring, testWest, 9, 1500*time.Millisecond), want: refusedAcquiring,
-			wantHolder: testWest, wantRetryAfter: 1500 * time.Millisecond, wantReason: ReasonFenceAcquiring,
+			err: refusalErr(rpctypes.ReasonAcquiring, testWest, 9, 1500*time.Millisecond), want: refusedAcquiring,
+			wantHolder: testWest, wantRetryAfter: 1500 * time.Millisecond, wantReason: rpctypes.ReasonAcquiring,
 		},
 		"an unknown refusal reason is unexpected": {
 			err: refusalErr("CLUSTER_BANNED", testWest, 7, 0), want: unexpected, wantHolder: testWest, wantReason: ReasonUnexpectedError,

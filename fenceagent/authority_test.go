@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority/authoritytest"
 	"github.com/fencegate/fencegate/fencestate"
@@ -148,7 +149,7 @@ func TestTakeoverWithReachableHolder(t *testing.T) {
 	// West at the same epoch stays fenced: failover needs a higher epoch.
 	westAgent := runAgent(t, srv.Addr, log, west, nil)
 	fenced := waitStatus(t, westAgent.ClusterFence, fencestate.Fenced)
-	if fenced.Holder != east || fenced.Reason != ReasonClusterFenced {
+	if fenced.Holder != east || fenced.Reason != rpctypes.ReasonClusterFenced {
 		t.Errorf("west fenced by %+v (%s), want east", fenced.Holder, fenced.Reason)
 	}
 	if !strings.Contains(fenced.Message, "raise its epoch above 7") {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -193,11 +194,11 @@ func refusalErr(reason string, holder fencestate.Cluster, declared uint64, retry
 		"holder_epoch":   strconv.FormatUint(holder.Epoch, 10),
 		"declared_epoch": strconv.FormatUint(declared, 10),
 	}
-	if reason == ReasonFenceAcquiring {
+	if reason == rpctypes.ReasonAcquiring {
 		md["retry_after_ms"] = strconv.FormatInt(retryAfter.Milliseconds(), 10)
 	}
 	st, err := status.New(codes.FailedPrecondition, "refused: "+reason).WithDetails(&errdetails.ErrorInfo{
-		Reason: reason, Domain: ErrorDomain, Metadata: md,
+		Reason: reason, Domain: rpctypes.ErrorDomain, Metadata: md,
 	})
 	if err != nil {
 		panic(err)

@@ -4,24 +4,23 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
 )
 
-// Defaults of the agent's timing options; DESIGN.md's agent rules name them.
+// Defaults of the agent's options; docs/design.md's agent rules name the
+// timing ones.
 const (
 	// DefaultDomain is the fence domain used when none is given.
-	DefaultDomain = "default"
+	DefaultDomain = rpctypes.DefaultDomain
 	// DefaultDeclareInterval is how often the agent declares its epoch.
 	DefaultDeclareInterval = 5 * time.Second
 	// DefaultDeclareTimeout bounds each declaration.
@@ -78,43 +77,25 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// ValidateClusterName checks that name can identify a cluster: a DNS label
-// (RFC 1123), as the authority requires.
-func ValidateClusterName(name string) error {
-	if name == "" {
-		return errors.New("cluster name is empty: set --cluster-name (FENCEGATE_CLUSTER_NAME) to this cluster's name, e.g. east")
+// The advice each setting's error gives, naming the flag and variable of
+// `fencegate run` that sets it.
+const (
+	fixDomain      = `set --domain (FENCEGATE_DOMAIN) to lower-case letters, digits and '-', or leave it empty for "default"`
+	fixClusterName = "set --cluster-name (FENCEGATE_CLUSTER_NAME) to this cluster's name, e.g. east: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+	fixClusterUID  = "resolve it with ResolveClusterUID (the kube-system Namespace UID) or set --cluster-uid (FENCEGATE_CLUSTER_UID)"
+	fixEpoch       = "set --epoch (FENCEGATE_EPOCH) to 1 or more; raise it above the active cluster's epoch to take over"
+	fixInstance    = "set --instance (FENCEGATE_INSTANCE) to this process's pod name, or leave it empty for the host name with a random suffix"
+)
+
+// settingError turns a field error of a setting into an error that says
+// what to do, or returns nil.
+func settingError(err error, fix string) error {
+	var fe *rpctypes.FieldError
+	if !errors.As(err, &fe) {
+		return err
 	}
-	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return fmt.Errorf("cluster name %q is not a DNS label (%s): use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit", name, strings.Join(errs, "; "))
-	}
-	return nil
+	return fmt.Errorf("%s: %s", fe.Describe(), fix)
 }
-
-// ValidateEpoch checks that epoch can be declared: epochs start at 1 so that
-// an unset value is never mistaken for a real one.
-func ValidateEpoch(epoch uint64) error {
-	if epoch < 1 {
-		return errors.New("epoch is 0: set --epoch (FENCEGATE_EPOCH) to 1 or more; raise it above the active cluster's epoch to take over")
-	}
-	return nil
-}
-
-// ValidateDomain checks a fence domain name: a DNS label, like cluster names,
-// so that it reads the same in logs, metrics and the authority's keys.
-func ValidateDomain(domain string) error {
-	if errs := validation.IsDNS1123Label(domain); len(errs) > 0 {
-		return fmt.Errorf("fence domain %q is not a DNS label (%s): use lower-case letters, digits and '-', or leave it empty for %q", domain, strings.Join(errs, "; "), DefaultDomain)
-	}
-	return nil
-}
-
-// maxUIDLength is the longest cluster UID the authority accepts (a
-// Kubernetes UID has 36 characters).
-const maxUIDLength = 128
-
-// maxInstanceLength is the longest instance name the authority accepts (a
-// pod name has at most 253 characters).
-const maxInstanceLength = 253
 
 // instanceSuffixLength is the length of the random suffix of default
 // instance names, as long as the one Kubernetes gives pod names.
@@ -126,46 +107,10 @@ const instanceSuffixLength = 5
 // renews a lease its previous run may still be believed to hold.
 func DefaultInstance() string {
 	host, err := os.Hostname()
-	if err != nil || host == "" || len(host) > maxInstanceLength-instanceSuffixLength-1 || ValidateInstance(host) != nil {
+	if err != nil || host == "" || len(host) > rpctypes.MaxInstanceLength-instanceSuffixLength-1 || rpctypes.ValidateInstance(host) != nil {
 		host = "fencegate"
 	}
 	return host + "-" + utilrand.String(instanceSuffixLength)
-}
-
-// ValidateInstance checks an instance name as the authority does: at most
-// 253 characters of UTF-8, without spaces or control characters.
-func ValidateInstance(instance string) error {
-	const how = "set --instance (FENCEGATE_INSTANCE) to this process's pod name, or leave it empty for the host name with a random suffix"
-	switch {
-	case len(instance) > maxInstanceLength:
-		return fmt.Errorf("instance name is %d characters long, more than the %d the authority accepts: %s", len(instance), maxInstanceLength, how)
-	case !utf8.ValidString(instance):
-		return fmt.Errorf("instance name %q is not valid UTF-8: %s", instance, how)
-	case hasSpaceOrControl(instance):
-		return fmt.Errorf("instance name %q contains spaces or control characters: %s", instance, how)
-	}
-	return nil
-}
-
-// hasSpaceOrControl reports whether s holds a space or an ASCII control
-// character, which the authority refuses in UIDs and instance names.
-func hasSpaceOrControl(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f })
-}
-
-// validateClusterUID applies the authority's rules for cluster UIDs, so that
-// a bad override fails at start instead of on every declaration.
-func validateClusterUID(uid string) error {
-	const how = "resolve it with ResolveClusterUID (the kube-system Namespace UID) or set --cluster-uid (FENCEGATE_CLUSTER_UID)"
-	switch {
-	case uid == "":
-		return errors.New("cluster UID is empty: " + how)
-	case len(uid) > maxUIDLength:
-		return fmt.Errorf("cluster UID is %d characters long, more than the %d the authority accepts: %s", len(uid), maxUIDLength, how)
-	case hasSpaceOrControl(uid):
-		return fmt.Errorf("cluster UID %q contains spaces or control characters: %s", uid, how)
-	}
-	return nil
 }
 
 // withDefaults fills the zero values and checks everything, so that New
@@ -197,20 +142,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Writer == nil {
 		errs = append(errs, errors.New("no data.fence writer: pass the policy engine's store"))
 	}
-	if err := ValidateDomain(o.Domain); err != nil {
-		errs = append(errs, err)
-	}
-	if err := ValidateClusterName(o.ClusterName); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateClusterUID(o.ClusterUID); err != nil {
-		errs = append(errs, err)
-	}
-	if err := ValidateEpoch(o.Epoch); err != nil {
-		errs = append(errs, err)
-	}
-	if err := ValidateInstance(o.Instance); err != nil {
-		errs = append(errs, err)
+	for _, err := range []error{
+		settingError(rpctypes.ValidateDomain(o.Domain), fixDomain),
+		settingError(rpctypes.ValidateClusterName(o.ClusterName), fixClusterName),
+		settingError(rpctypes.ValidateClusterUID(o.ClusterUID), fixClusterUID),
+		settingError(rpctypes.ValidateEpoch(o.Epoch), fixEpoch),
+		settingError(rpctypes.ValidateInstance(o.Instance), fixInstance),
+	} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.DeclareInterval < 0 {
 		errs = append(errs, fmt.Errorf("declare interval %s is negative: use a positive duration such as %s", o.DeclareInterval, DefaultDeclareInterval))

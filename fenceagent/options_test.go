@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 )
 
@@ -110,43 +111,6 @@ func TestNewRegistersMetricsOnce(t *testing.T) {
 	}
 }
 
-func TestValidateClusterNameAndEpoch(t *testing.T) {
-	names := map[string]struct {
-		name    string
-		wantErr string
-	}{
-		"a DNS label":     {name: "east-1"},
-		"63 characters":   {name: strings.Repeat("a", 63)},
-		"64 characters":   {name: strings.Repeat("a", 64), wantErr: "at most 63"},
-		"upper case":      {name: "East", wantErr: "lower-case"},
-		"leading hyphen":  {name: "-east", wantErr: "starting and ending with a letter or digit"},
-		"a dotted domain": {name: "east.example.com", wantErr: "not a DNS label"},
-	}
-	for name, tc := range names {
-		t.Run("name/"+name, func(t *testing.T) {
-			err := ValidateClusterName(tc.name)
-			if (err != nil) != (tc.wantErr != "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ValidateClusterName(%q) = %v, want error containing %q", tc.name, err, tc.wantErr)
-			}
-		})
-	}
-	epochs := map[string]struct {
-		epoch   uint64
-		wantErr bool
-	}{
-		"0 is unset": {epoch: 0, wantErr: true},
-		"1":          {epoch: 1},
-		"the top":    {epoch: ^uint64(0)},
-	}
-	for name, tc := range epochs {
-		t.Run("epoch/"+name, func(t *testing.T) {
-			if err := ValidateEpoch(tc.epoch); (err != nil) != tc.wantErr {
-				t.Errorf("ValidateEpoch(%d) = %v", tc.epoch, err)
-			}
-		})
-	}
-}
-
 // TestDefaultInstance: without an instance name, each agent is a new
 // instance named after its host, which the authority accepts.
 func TestDefaultInstance(t *testing.T) {
@@ -166,7 +130,7 @@ func TestDefaultInstance(t *testing.T) {
 		}
 		name := c.opts.Instance
 		suffix, ok := strings.CutPrefix(name, host+"-")
-		if !ok || len(suffix) != instanceSuffixLength || ValidateInstance(name) != nil {
+		if !ok || len(suffix) != instanceSuffixLength || rpctypes.ValidateInstance(name) != nil {
 			t.Errorf("default instance %q: want %q, a dash and %d random characters", name, host, instanceSuffixLength)
 		}
 		if seen[name] {

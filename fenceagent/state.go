@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	"github.com/fencegate/fencegate/fencestate"
 )
 
@@ -154,7 +155,7 @@ func lastAnswer(s fencestate.State) string {
 
 // statusMessage is the human part of a gRPC error.
 func statusMessage(err error) string {
-	if st, ok := grpcStatus(err); ok {
+	if st, ok := rpctypes.Status(err); ok {
 		return fmt.Sprintf("%s: %s", st.Code(), st.Message())
 	}
 	return err.Error()

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -61,37 +62,37 @@ func TestRulesNext(t *testing.T) {
 			wantMessage: "instead of this cluster",
 		},
 		"CLUSTER_FENCED is fenced, trusted for one lease": {
-			cur: active, curExpires: activeExpires, answer: decode(nil, refusalErr(ReasonClusterFenced, testWest, 7, 0)),
+			cur: active, curExpires: activeExpires, answer: decode(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)),
 			want: fencestate.State{
 				Status: fencestate.Fenced, Domain: "default", Cluster: testSelf, Holder: testWest,
-				LastSuccessNS: sent.UnixNano(), Reason: ReasonClusterFenced,
+				LastSuccessNS: sent.UnixNano(), Reason: rpctypes.ReasonClusterFenced,
 			},
 			wantExpires: sent.Add(stale),
 			wantMessage: "raise its epoch above 8",
 		},
 		"CLUSTER_FENCED naming this cluster as holder: a takeover is pending": {
-			cur: active, curExpires: activeExpires, answer: decode(nil, refusalErr(ReasonClusterFenced, testSelf, 7, 0)),
+			cur: active, curExpires: activeExpires, answer: decode(nil, refusalErr(rpctypes.ReasonClusterFenced, testSelf, 7, 0)),
 			want: fencestate.State{
 				Status: fencestate.Fenced, Domain: "default", Cluster: testSelf, Holder: testSelf,
-				LastSuccessNS: sent.UnixNano(), Reason: ReasonClusterFenced,
+				LastSuccessNS: sent.UnixNano(), Reason: rpctypes.ReasonClusterFenced,
 			},
 			wantExpires: sent.Add(stale),
 			wantMessage: "releases the fence",
 		},
 		"CLUSTER_EPOCH_REGRESSED": {
-			cur: unknown, answer: decode(nil, refusalErr(ReasonClusterEpochRegressed, testWest, 7, 0)),
+			cur: unknown, answer: decode(nil, refusalErr(rpctypes.ReasonEpochRegressed, testWest, 7, 0)),
 			want: fencestate.State{
 				Status: fencestate.EpochRegressed, Domain: "default", Cluster: testSelf, Holder: testWest,
-				LastSuccessNS: sent.UnixNano(), Reason: ReasonClusterEpochRegressed,
+				LastSuccessNS: sent.UnixNano(), Reason: rpctypes.ReasonEpochRegressed,
 			},
 			wantExpires: sent.Add(stale),
 			wantMessage: "restored from a backup",
 		},
 		"FENCE_ACQUIRING": {
-			cur: unknown, answer: decode(nil, refusalErr(ReasonFenceAcquiring, testWest, 7, 4*time.Second)),
+			cur: unknown, answer: decode(nil, refusalErr(rpctypes.ReasonAcquiring, testWest, 7, 4*time.Second)),
 			want: fencestate.State{
 				Status: fencestate.Acquiring, Domain: "default", Cluster: testSelf, Holder: testWest,
-				LastSuccessNS: sent.UnixNano(), Reason: ReasonFenceAcquiring,
+				LastSuccessNS: sent.UnixNano(), Reason: rpctypes.ReasonAcquiring,
 			},
 			wantExpires: sent.Add(stale),
 			wantMessage: "in about 4s",
@@ -155,7 +156,7 @@ func TestRulesExpired(t *testing.T) {
 			wantReason: ReasonLeaseExpired,
 		},
 		"an old refusal is no longer relied on": {
-			cur:        fencestate.State{Status: fencestate.Fenced, Holder: testWest, LastSuccessNS: last, Reason: ReasonClusterFenced},
+			cur:        fencestate.State{Status: fencestate.Fenced, Holder: testWest, LastSuccessNS: last, Reason: rpctypes.ReasonClusterFenced},
 			wantReason: ReasonAuthorityUnreachable,
 		},
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 )
 
 // dnsLabelPattern is RFC 1123's label, written out here so that the fuzz
@@ -78,7 +80,7 @@ func free(h *Holder, at UnixNano) bool {
 // wrong with it.
 func checkFieldError(t *testing.T, err error, fields ...string) {
 	t.Helper()
-	var fe *FieldError
+	var fe *rpctypes.FieldError
 	if !errors.As(err, &fe) {
 		t.Fatalf("error %v (%T) is not a *FieldError", err, err)
 	}
@@ -90,11 +92,9 @@ func checkFieldError(t *testing.T, err error, fields ...string) {
 // checkValid checks fields that were accepted against the rules written
 // out independently: DNS labels, a UID of at most 128 printable characters,
 // an epoch of at least 1.
-func checkValid(t *testing.T, domain, name, uid string, epoch uint64) {
+func checkValid(t *testing.T, name, uid string, epoch uint64) {
 	t.Helper()
 	switch {
-	case !dnsLabelPattern.MatchString(Normalize(domain)):
-		t.Fatalf("accepted domain %q, which is not a DNS label", domain)
 	case name != "" && !dnsLabelPattern.MatchString(name):
 		t.Fatalf("accepted cluster name %q, which is not a DNS label", name)
 	case uid == "" || len(uid) > 128 || strings.ContainsFunc(uid, func(r rune) bool { return r <= ' ' || r == 0x7f }):
@@ -119,20 +119,20 @@ func checkValidInstance(t *testing.T, instance string) {
 // the state it was given, records the cluster's highest epoch, and moves
 // the fence only as the rules allow.
 func FuzzDeclare(f *testing.F) {
-	f.Add("", "east", "uid-east", uint64(3), "", int64(0))
-	f.Add("payments", "west", "uid-west", uint64(5), "", int64(ttl))
-	f.Add("default", "north", "uid-north", uint64(4), "pod-1", int64(-ttl))
-	f.Add("Prod", "east", "uid-east", uint64(1), "", int64(0))
-	f.Add("", "east_1", "uid east", uint64(0), "", int64(0))
-	f.Add("", "west", strings.Repeat("u", 129), uint64(9), "", int64(0))
-	f.Add("", "east", "uid-west", uint64(7), "", int64(3*ttl))
-	f.Add("", "east", "uid-east", uint64(3), "b", int64(ttl/4))
-	f.Add("", "east", "uid-east", uint64(4), "f", int64(ttl/4))
-	f.Add("", "east", "uid-east", uint64(3), "pod 1", int64(0))
+	f.Add("east", "uid-east", uint64(3), "", int64(0))
+	f.Add("west", "uid-west", uint64(5), "", int64(ttl))
+	f.Add("north", "uid-north", uint64(4), "pod-1", int64(-ttl))
+	f.Add("east", "uid-east", uint64(1), "", int64(0))
+	f.Add("east_1", "uid east", uint64(0), "", int64(0))
+	f.Add("west", strings.Repeat("u", 129), uint64(9), "", int64(0))
+	f.Add("east", "uid-west", uint64(7), "", int64(3*ttl))
+	f.Add("east", "uid-east", uint64(3), "b", int64(ttl/4))
+	f.Add("east", "uid-east", uint64(4), "f", int64(ttl/4))
+	f.Add("east", "uid-east", uint64(3), "pod 1", int64(0))
 	machine := Machine{LeaseTTL: ttl}
-	f.Fuzz(func(t *testing.T, domain, name, uid string, epoch uint64, instance string, offset int64) {
+	f.Fuzz(func(t *testing.T, name, uid string, epoch uint64, instance string, offset int64) {
 		now := t0.Add(time.Duration(offset % int64(24*time.Hour)))
-		d := Declaration{Domain: domain, Cluster: Identity{Name: name, UID: uid}, Epoch: epoch, Instance: instance}
+		d := Declaration{Cluster: Identity{Name: name, UID: uid}, Epoch: epoch, Instance: instance}
 		for _, s := range fuzzStates() {
 			before := s.Clone()
 			r, err := machine.Declare(s, d, now)
@@ -140,13 +140,13 @@ func FuzzDeclare(f *testing.F) {
 				t.Fatalf("Declare changed the state it was given: %+v, was %+v", s, before)
 			}
 			if err != nil {
-				checkFieldError(t, err, "domain", "cluster_name", "cluster_uid", "epoch", "instance")
+				checkFieldError(t, err, "cluster_name", "cluster_uid", "epoch", "instance")
 				if !reflect.DeepEqual(r, Result{}) {
 					t.Fatalf("a refused request returned a result: %+v", r)
 				}
 				continue
 			}
-			checkValid(t, domain, name, uid, epoch)
+			checkValid(t, name, uid, epoch)
 			checkValidInstance(t, instance)
 			if name == "" {
 				t.Fatal("accepted an empty cluster name")
@@ -221,19 +221,19 @@ func checkDeclared(t *testing.T, s State, r Result, d Declaration, now time.Time
 // ended), and only for an instance of the holder with a lease, at the epoch
 // it declared or above.
 func FuzzRelease(f *testing.F) {
-	f.Add("", "uid-east", uint64(3), "", int64(0))
-	f.Add("", "uid-east", uint64(2), "", int64(0))
-	f.Add("", "uid-west", uint64(9), "", int64(0))
-	f.Add("payments", "uid-east", uint64(3), "", int64(0))
-	f.Add("a_b", "", uint64(0), "", int64(0))
-	f.Add("", "uid-east", uint64(3), "a", int64(ttl/4))
-	f.Add("", "uid-east", uint64(2), "c", int64(-ttl/2))
-	f.Add("", "uid-east", uint64(3), "e", int64(ttl+ttl/4))
-	f.Add("", "uid-east", uint64(3), "a\nb", int64(0))
+	f.Add("uid-east", uint64(3), "", int64(0))
+	f.Add("uid-east", uint64(2), "", int64(0))
+	f.Add("uid-west", uint64(9), "", int64(0))
+	f.Add("uid-east", uint64(3), "", int64(0))
+	f.Add("", uint64(0), "", int64(0))
+	f.Add("uid-east", uint64(3), "a", int64(ttl/4))
+	f.Add("uid-east", uint64(2), "c", int64(-ttl/2))
+	f.Add("uid-east", uint64(3), "e", int64(ttl+ttl/4))
+	f.Add("uid-east", uint64(3), "a\nb", int64(0))
 	machine := Machine{LeaseTTL: ttl}
-	f.Fuzz(func(t *testing.T, domain, uid string, epoch uint64, instance string, offset int64) {
+	f.Fuzz(func(t *testing.T, uid string, epoch uint64, instance string, offset int64) {
 		now := t0.Add(time.Duration(offset % int64(24*time.Hour)))
-		rel := Release{Domain: domain, ClusterUID: uid, Epoch: epoch, Instance: instance}
+		rel := Release{ClusterUID: uid, Epoch: epoch, Instance: instance}
 		for _, s := range fuzzStates() {
 			before := s.Clone()
 			r, err := machine.Release(s, rel, now)
@@ -241,10 +241,10 @@ func FuzzRelease(f *testing.F) {
 				t.Fatalf("Release changed the state it was given: %+v, was %+v", s, before)
 			}
 			if err != nil {
-				checkFieldError(t, err, "domain", "cluster_uid", "epoch", "instance")
+				checkFieldError(t, err, "cluster_uid", "epoch", "instance")
 				continue
 			}
-			checkValid(t, domain, "", uid, epoch)
+			checkValid(t, "", uid, epoch)
 			checkValidInstance(t, instance)
 			checkReleased(t, s, r, rel, now)
 		}

@@ -40,7 +40,7 @@ const (
 )
 
 var outcomeNames = map[Outcome]string{
-	Granted: "granted", Renewed: "renewed", Fenced: "fenced", Regressed: "regressed", Acquiring: "acquiring",
+	Granted: "granted", Renewed: "renewed", Fenced: "fenced", Regressed: "epoch_regressed", Acquiring: "acquiring",
 }
 
 func (o Outcome) String() string { return outcomeNames[o] }
@@ -112,14 +112,13 @@ type Machine struct {
 }
 
 // Declare applies DeclareClusterEpoch(d) to s at the authority's time now.
-// It never changes s. A bad request returns a *FieldError (case 1), and a
+// It never changes s. A bad request returns a *rpctypes.FieldError (case 1), and a
 // new instance of the holder beyond MaxInstances a *LimitError; every other
 // declaration, accepted or refused, records the cluster's epoch and the
 // time it was seen. Leases are kept per instance of the holder: a renewal
 // extends only the declaring instance's lease, and the fence moves to
 // another cluster only once the holder is Free.
 func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) {
-	d.Domain = Normalize(d.Domain)
 	if err := d.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -232,7 +231,7 @@ const (
 )
 
 var releaseOutcomeNames = map[ReleaseOutcome]string{
-	Released: "released", AlreadyReleased: "already_released", NotHolder: "not_holder", ReleaseRegressed: "regressed", NoLease: "no_lease",
+	Released: "released", AlreadyReleased: "already_released", NotHolder: "not_holder", ReleaseRegressed: "epoch_regressed", NoLease: "no_lease",
 }
 
 func (o ReleaseOutcome) String() string { return releaseOutcomeNames[o] }
@@ -245,7 +244,7 @@ type ReleaseResult struct {
 }
 
 // Release applies ReleaseFence(r) to s at the authority's time now. It never
-// changes s. A bad request returns a *FieldError. Releasing marks the
+// changes s. A bad request returns a *rpctypes.FieldError. Releasing marks the
 // releasing instance's lease released and drops the instances whose lease
 // ended; once every instance left has released, the holder is Released and
 // a pending takeover is granted on its next declaration. The epoch is
@@ -254,7 +253,6 @@ type ReleaseResult struct {
 // epoch. A release is not a declaration and records nothing about the
 // cluster.
 func (Machine) Release(s State, r Release, now time.Time) (ReleaseResult, error) {
-	r.Domain = Normalize(r.Domain)
 	if err := r.Validate(); err != nil {
 		return ReleaseResult{}, err
 	}

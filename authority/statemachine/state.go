@@ -5,9 +5,6 @@ import (
 	"time"
 )
 
-// DefaultDomain is the domain of requests that name none.
-const DefaultDomain = "default"
-
 // UnixNano is a point in time in nanoseconds since the Unix epoch. Stored
 // records keep times this way so they are exact, compact, free of time zones
 // and of the monotonic readings that time.Time carries in memory.

@@ -154,19 +154,10 @@ func flagError(flag, format string, args ...any) error {
 // validate checks every flag and reports every problem at once, each naming
 // the flag, its environment variable and what to do.
 func (o *runOptions) validate() error {
+	// The fence agent's settings (cluster name, epoch, domain, instance,
+	// cluster UID) are checked once, by fenceagent.New, before anything
+	// reaches the network.
 	var errs []error
-	if err := fenceagent.ValidateClusterName(o.clusterName); err != nil {
-		errs = append(errs, err)
-	}
-	if err := fenceagent.ValidateEpoch(o.epoch); err != nil {
-		errs = append(errs, err)
-	}
-	if err := fenceagent.ValidateDomain(o.domain); err != nil {
-		errs = append(errs, err)
-	}
-	if err := fenceagent.ValidateInstance(o.instance); err != nil {
-		errs = append(errs, flagError("instance", "%v", err))
-	}
 	if _, err := o.authority.tlsConfig(); err != nil {
 		errs = append(errs, err)
 	}
@@ -271,11 +262,6 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		return fmt.Errorf("set up the controller manager: %w", err)
 	}
 
-	uid, err := fenceagent.ResolveClusterUID(ctx, mgr.GetAPIReader(), o.clusterUID)
-	if err != nil {
-		return err
-	}
-
 	eng, err := engine.New(engine.Options{
 		PolicyDir:  o.policyDir,
 		ConfigFile: o.configFile,
@@ -285,17 +271,15 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("load policies: %w", err)
 	}
-
 	conn, err := o.authority.dial(ctx)
 	if err != nil {
 		return err
 	}
-	agent, err := fenceagent.New(fenceagent.Options{
+	agentOpts := fenceagent.Options{
 		Client:          fencev1.NewFenceServiceClient(conn),
 		Writer:          eng,
 		Domain:          o.domain,
 		ClusterName:     o.clusterName,
-		ClusterUID:      uid,
 		Instance:        o.instance,
 		Epoch:           o.epoch,
 		DeclareInterval: o.declareInterval,
@@ -303,7 +287,13 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		LeaseMargin:     o.leaseMargin,
 		Logger:          logger.WithName("fence"),
 		Registerer:      ctrlmetrics.Registry,
-	})
+	}
+	// Without --cluster-uid this reads kube-system: the one call to the
+	// API server before the agent's settings are checked.
+	if agentOpts.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, mgr.GetAPIReader(), o.clusterUID); err != nil {
+		return err
+	}
+	agent, err := fenceagent.New(agentOpts)
 	if err != nil {
 		return err
 	}
@@ -360,7 +350,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		return fmt.Errorf("add readiness check: %w", err)
 	}
 
-	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", uid, "epoch", o.epoch,
+	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", agentOpts.ClusterUID, "epoch", o.epoch,
 		"domain", o.domain, "authority", o.authority.address, "webhook", o.webhookAddress, "policies", eng.PolicyStatus().Source)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("fencegate run: %w", err)

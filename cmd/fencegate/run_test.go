@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -10,6 +13,11 @@ func TestRunFlagErrors(t *testing.T) {
 	// valid are the flags of a cluster that can start; each case breaks them.
 	valid := []string{"--cluster-name", "east", "--epoch", "1", "--authority", "127.0.0.1:7443",
 		"--webhook-certs", "external", "--kubeconfig", "/nonexistent/kubeconfig"}
+	// reachable gets as far as the fence agent's settings, which are
+	// checked before any call to the API server when the cluster UID is
+	// given: its kubeconfig names a server that nothing needs to reach.
+	reachable := []string{"--authority", "127.0.0.1:7443", "--webhook-certs", "external",
+		"--kubeconfig", unreachableKubeconfig(t), "--cluster-uid", "uid-east", "--metrics-address", "0", "--health-address", "127.0.0.1:0"}
 	tests := map[string]struct {
 		args    []string
 		env     map[string]string
@@ -18,21 +26,21 @@ func TestRunFlagErrors(t *testing.T) {
 		"nothing given names every required flag": {
 			args: []string{},
 			wantErr: []string{
-				"set --cluster-name (FENCEGATE_CLUSTER_NAME)",
-				"set --epoch (FENCEGATE_EPOCH) to 1 or more",
 				"--namespace (FENCEGATE_NAMESPACE): required with --webhook-certs=self-signed",
 				"--webhook-service-name (FENCEGATE_WEBHOOK_SERVICE_NAME)",
 				"--validating-webhook-configuration (FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION)",
 			},
 		},
-		"cluster name that is not a DNS label": {
-			args:    append(valid, "--cluster-name", "East_1"),
-			wantErr: []string{`cluster name "East_1" is not a DNS label`},
-		},
-		"epoch from the environment": {
-			args:    []string{"--cluster-name", "east", "--authority", "127.0.0.1:7443", "--webhook-certs", "external"},
-			env:     map[string]string{"FENCEGATE_EPOCH": "0"},
-			wantErr: []string{"epoch is 0"},
+		// One case only gets this far: run registers its metrics in
+		// controller-runtime's global registry, once per process.
+		"every fence agent setting at once, from flags and variables": {
+			args: append(slices.Clone(reachable), "--instance", "pod 1"),
+			env:  map[string]string{"FENCEGATE_EPOCH": "0"},
+			wantErr: []string{
+				"cluster name is empty: set --cluster-name (FENCEGATE_CLUSTER_NAME)",
+				"epoch is 0: epochs start at 1: set --epoch (FENCEGATE_EPOCH) to 1 or more",
+				`instance name "pod 1" contains spaces or control characters: set --instance (FENCEGATE_INSTANCE)`,
+			},
 		},
 		"epoch that is not a number": {
 			args:    append(valid, "--epoch", "seven"),
@@ -79,4 +87,22 @@ func TestRunFlagErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unreachableKubeconfig writes a kubeconfig whose server nothing listens
+// on, for flags that must be checked before any call to it.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	const config = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

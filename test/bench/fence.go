@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fencestate"
@@ -46,7 +47,7 @@ func fenceStates(ctx context.Context, fence fencev1.FenceServiceClient, holderNa
 	fencedCluster := fencestate.Cluster{Name: self.GetClusterName(), UID: self.GetClusterUid(), Epoch: self.GetLastEpoch()}
 	fenced = fencestate.State{
 		Status: fencestate.Fenced, Domain: f.GetDomain(), Cluster: fencedCluster, Holder: holder,
-		LastSuccessNS: now, Reason: fenceagent.ReasonClusterFenced,
+		LastSuccessNS: now, Reason: rpctypes.ReasonClusterFenced,
 		Message: fmt.Sprintf("cluster %s is fenced: %s holds the fence; raise its epoch above %d to make it active", fencedCluster.Name, holder.Name, holder.Epoch),
 	}
 	return active, fenced, nil

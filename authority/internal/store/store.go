@@ -119,16 +119,12 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 // LeaseTTL returns the lease length the store grants.
 func (s *Store) LeaseTTL() time.Duration { return s.machine.LeaseTTL }
 
-// Declare applies a declaration and stores its result. The result's state
-// is the committed one, with the holder's token filled in. A bad request
-// returns a *statemachine.FieldError.
-func (s *Store) Declare(ctx context.Context, d statemachine.Declaration) (statemachine.Result, error) {
-	d.Domain = statemachine.Normalize(d.Domain)
-	if err := d.Validate(); err != nil {
-		return statemachine.Result{}, err
-	}
+// Declare applies a declaration in a (normalized) domain and stores its
+// result. The result's state is the committed one, with the holder's token
+// filled in. A bad request returns a *rpctypes.FieldError.
+func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Declaration) (statemachine.Result, error) {
 	var result statemachine.Result
-	committed, err := s.update(ctx, d.Domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
+	committed, err := s.update(ctx, domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
 		var err error
 		result, err = s.machine.Declare(cur, d, now)
 		return result.State, true, err
@@ -138,20 +134,16 @@ func (s *Store) Declare(ctx context.Context, d statemachine.Declaration) (statem
 	}
 	result.State = committed.State
 	if result.Answer.Outcome == statemachine.Granted {
-		s.metrics.grants.WithLabelValues(d.Domain, string(result.Answer.Grant)).Inc()
+		s.metrics.grants.WithLabelValues(domain, string(result.Answer.Grant)).Inc()
 	}
 	return result, nil
 }
 
-// Release applies a release and stores its result, if it changes anything.
-// It returns the fence after the release.
-func (s *Store) Release(ctx context.Context, r statemachine.Release) (statemachine.ReleaseResult, Snapshot, error) {
-	r.Domain = statemachine.Normalize(r.Domain)
-	if err := r.Validate(); err != nil {
-		return statemachine.ReleaseResult{}, Snapshot{}, err
-	}
+// Release applies a release in a (normalized) domain and stores its result,
+// if it changes anything. It returns the fence after the release.
+func (s *Store) Release(ctx context.Context, domain string, r statemachine.Release) (statemachine.ReleaseResult, Snapshot, error) {
 	var result statemachine.ReleaseResult
-	committed, err := s.update(ctx, r.Domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
+	committed, err := s.update(ctx, domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
 		var err error
 		result, err = s.machine.Release(cur, r, now)
 		return result.State, result.Outcome == statemachine.Released, err
@@ -163,12 +155,8 @@ func (s *Store) Release(ctx context.Context, r statemachine.Release) (statemachi
 	return result, committed, nil
 }
 
-// Get reads a domain's fence with a linearizable read.
+// Get reads a (normalized) domain's fence with a linearizable read.
 func (s *Store) Get(ctx context.Context, domain string) (Snapshot, error) {
-	domain = statemachine.Normalize(domain)
-	if err := statemachine.ValidateDomain(domain); err != nil {
-		return Snapshot{}, err
-	}
 	snap, _, err := s.read(ctx, domain)
 	return snap, err
 }
@@ -286,7 +274,6 @@ func (s *Store) current(ctx context.Context, entry *domainEntry, domain string) 
 	if entry.cached != nil {
 		return *entry.cached, nil
 	}
-	// The caller validated the domain already: read, not Get.
 	snap, _, err := s.read(ctx, domain)
 	if err != nil {
 		return Snapshot{}, err

@@ -28,17 +28,13 @@ type Event struct {
 // compaction, a lost leader, a closed connection.
 var errWatchBroken = errors.New("etcd watch ended")
 
-// Watch calls fn with the domain's current fence, then with the fence after
+// Watch calls fn with the (normalized) domain's current fence, then with the fence after
 // each change of holder, release or pending takeover, in order, until ctx
 // ends (it returns ctx.Err()) or fn returns an error (it returns that). It
 // follows the domain's keys in etcd, so it sees the changes made by every
 // authority that shares the etcd. When the etcd watch breaks it reads the
 // fence again and reports what changed meanwhile as one event.
 func (s *Store) Watch(ctx context.Context, domain string, fn func(Event) error) error {
-	domain = statemachine.Normalize(domain)
-	if err := statemachine.ValidateDomain(domain); err != nil {
-		return err
-	}
 	snap, resp, err := s.read(ctx, domain)
 	if err != nil {
 		return err
