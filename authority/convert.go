@@ -31,18 +31,22 @@ func fenceProto(snap store.Snapshot, leaseTTL time.Duration) *fencev1.Fence {
 		}
 	}
 	for uid, c := range s.Clusters {
-		f.Clusters = append(f.Clusters, &fencev1.ClusterRecord{
-			ClusterName:     c.Name,
-			ClusterUid:      uid,
-			HighestEpoch:    c.HighestEpoch,
-			LastEpoch:       c.LastEpoch,
-			LastDeclareTime: timestamp(c.LastDeclaredAt),
-		})
+		f.Clusters = append(f.Clusters, clusterProto(uid, c))
 	}
 	slices.SortFunc(f.Clusters, func(a, b *fencev1.ClusterRecord) int {
 		return cmp.Or(cmp.Compare(a.ClusterName, b.ClusterName), cmp.Compare(a.ClusterUid, b.ClusterUid))
 	})
 	return f
+}
+
+func clusterProto(uid string, c statemachine.Cluster) *fencev1.ClusterRecord {
+	return &fencev1.ClusterRecord{
+		ClusterName:     c.Name,
+		ClusterUid:      uid,
+		HighestEpoch:    c.HighestEpoch,
+		LastEpoch:       c.LastEpoch,
+		LastDeclareTime: timestamp(c.LastDeclaredAt),
+	}
 }
 
 func holderProto(h *statemachine.Holder) *fencev1.Holder {
@@ -57,6 +61,8 @@ func holderProto(h *statemachine.Holder) *fencev1.Holder {
 		Token:           h.Token,
 		Released:        h.Released,
 		AcquireTime:     timestamp(h.AcquiredAt),
+		Revoked:         h.Revoked,
+		RevokedEpoch:    h.RevokedEpoch,
 	}
 	for _, name := range slices.Sorted(maps.Keys(h.Instances)) {
 		l := h.Instances[name]
@@ -65,6 +71,7 @@ func holderProto(h *statemachine.Holder) *fencev1.Holder {
 			Epoch:           l.Epoch,
 			LeaseExpireTime: timestamp(l.ExpiresAt),
 			Released:        l.Released,
+			Revoked:         l.Revoked,
 		})
 	}
 	return out
@@ -87,7 +94,46 @@ func eventTypeProto(types []statemachine.EventType) fencev1.FenceEventType {
 		return fencev1.FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED
 	case statemachine.HolderReleased:
 		return fencev1.FenceEventType_FENCE_EVENT_TYPE_RELEASED
+	case statemachine.HolderRevoked:
+		return fencev1.FenceEventType_FENCE_EVENT_TYPE_REVOKED
 	default:
 		return fencev1.FenceEventType_FENCE_EVENT_TYPE_PENDING_CHANGED
 	}
+}
+
+func actorProto(a *store.Actor) *fencev1.Actor {
+	if a == nil {
+		return nil
+	}
+	return &fencev1.Actor{Identity: a.Identity, Method: a.Method, Peer: a.Peer}
+}
+
+var historyTypes = map[statemachine.HistoryKind]fencev1.FenceHistoryEventType{
+	statemachine.HistoryGranted:        fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_GRANTED,
+	statemachine.HistoryPending:        fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_PENDING,
+	statemachine.HistoryPendingDropped: fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_PENDING_DROPPED,
+	statemachine.HistoryReleased:       fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_RELEASED,
+	statemachine.HistoryRevoked:        fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_REVOKED,
+	statemachine.HistoryForgotten:      fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_FORGOTTEN,
+	statemachine.HistoryLeaseExpired:   fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_LEASE_EXPIRED,
+}
+
+func historyProto(ev store.HistoryEvent) *fencev1.FenceHistoryEvent {
+	out := &fencev1.FenceHistoryEvent{
+		Type:         historyTypes[ev.Kind],
+		Time:         timestamp(ev.At),
+		ClusterName:  ev.Cluster.Name,
+		ClusterUid:   ev.Cluster.UID,
+		Epoch:        ev.Epoch,
+		Instance:     ev.Instance,
+		AllInstances: ev.AllInstances,
+		Token:        ev.Token,
+		Grant:        string(ev.Grant),
+		Actor:        actorProto(&ev.Actor),
+		Revision:     ev.Revision,
+	}
+	if p := ev.Previous; p != nil {
+		out.Previous = &fencev1.Holder{ClusterName: p.Name, ClusterUid: p.UID, Epoch: p.Epoch, Token: p.Token}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -61,7 +62,17 @@ func declareRefusal(domain string, d statemachine.Declaration, r statemachine.Re
 			self, inDomain(domain), h.Name, h.Epoch, h.Name, a.RetryAfter.Round(time.Millisecond)), md)
 	}
 	var msg string
+	md[rpctypes.MetadataFenceReason] = fenceReasons[a.FenceReason]
 	switch a.FenceReason {
+	case statemachine.LeaseRevoked:
+		by := h.RevokedBy
+		if l, ok := h.Instances[d.Instance]; ok && l.Revoked {
+			by = l.RevokedBy
+		}
+		md[rpctypes.MetadataRevokedBy] = by
+		msg = fmt.Sprintf("%s is fenced: its lease of the fence%s (instance %q) was revoked by %s; it is not renewed, and %s must stop changing its Components. "+
+			"Raise %s's epoch above %d to take the fence back, or fail over to another cluster",
+			self, inDomain(domain), d.Instance, identityName(by), d.Cluster.Name, d.Cluster.Name, max(h.RevokedEpoch, h.Epoch))
 	case statemachine.TakeoverPending:
 		msg = fmt.Sprintf("%s is fenced: cluster %q is taking the fence%s over at epoch %d; %s must stop changing its Components and release the fence",
 			self, p.Name, inDomain(domain), p.Epoch, d.Cluster.Name)
@@ -82,6 +93,75 @@ func declareRefusal(domain string, d statemachine.Declaration, r statemachine.Re
 	return refusal(rpctypes.ReasonClusterFenced, msg, md)
 }
 
+// fenceReasons are the metadata values of the reasons a declaration is
+// fenced.
+var fenceReasons = map[statemachine.FenceReason]string{
+	statemachine.HeldByOther:          rpctypes.FenceReasonHeldByOther,
+	statemachine.TakeoverPending:      rpctypes.FenceReasonTakeoverPending,
+	statemachine.OtherTakeoverPending: rpctypes.FenceReasonOtherTakeoverPending,
+	statemachine.LeaseRevoked:         rpctypes.FenceReasonRevoked,
+}
+
+// epochStepRefusal refuses a declaration too far above the domain's highest
+// epoch.
+func epochStepRefusal(domain string, d statemachine.Declaration, e *statemachine.EpochStepError) error {
+	md := map[string]string{
+		rpctypes.MetadataDomain:        domain,
+		rpctypes.MetadataDeclaredEpoch: strconv.FormatUint(e.Declared, 10),
+		rpctypes.MetadataHighestEpoch:  strconv.FormatUint(e.Highest, 10),
+		rpctypes.MetadataMaxEpochStep:  strconv.FormatUint(e.MaxStep, 10),
+	}
+	return refusal(rpctypes.ReasonEpochStepTooLarge, fmt.Sprintf(
+		"cluster %q declared epoch %d, more than %d above %d, the highest epoch declared%s; nothing was recorded. "+
+			"Declare at most %d (one above the holder's epoch is enough to take over)",
+		d.Cluster.Name, e.Declared, e.MaxStep, e.Highest, inDomainOrDefault(domain), e.Highest+min(e.MaxStep, math.MaxUint64-e.Highest)), md)
+}
+
+// revokeRefusal refuses to revoke leases of a cluster that holds none.
+func revokeRefusal(domain string, r statemachine.Revocation, s statemachine.State) error {
+	md := metadata(domain, s, 0)
+	md[rpctypes.MetadataCluster] = r.ClusterName
+	if h := s.Holder; h != nil {
+		return rpctypes.Refusal(codes.FailedPrecondition, rpctypes.ReasonNotHolder, fmt.Sprintf(
+			"cluster %q does not hold the fence%s, so it has no lease to revoke: cluster %q holds it at epoch %d",
+			r.ClusterName, inDomain(domain), h.Name, h.Epoch), md)
+	}
+	return rpctypes.Refusal(codes.FailedPrecondition, rpctypes.ReasonNotHolder, fmt.Sprintf(
+		"cluster %q does not hold the fence%s, so it has no lease to revoke: no cluster holds it", r.ClusterName, inDomain(domain)), md)
+}
+
+// forgetRefusal refuses to forget a cluster that is in use or unknown.
+func forgetRefusal(domain string, f statemachine.Forgetting, r statemachine.ForgetResult) error {
+	md := metadata(domain, r.State, 0)
+	md[rpctypes.MetadataCluster] = f.Cluster.Name
+	if r.Outcome == statemachine.ForgetInUse {
+		role := "holds the fence"
+		if p := r.State.Pending; p != nil && p.UID == f.Cluster.UID {
+			role = "is taking the fence over"
+		}
+		return rpctypes.Refusal(codes.FailedPrecondition, rpctypes.ReasonClusterInUse, fmt.Sprintf(
+			"cluster %q (uid %s) %s%s: its epoch is what keeps the fence where it is, so it cannot be forgotten; fail over to another cluster first",
+			f.Cluster.Name, f.Cluster.UID, role, inDomain(domain)), md)
+	}
+	if r.Record.Name != "" {
+		return status.Errorf(codes.NotFound, "cluster uid %s is recorded%s as cluster %q, not %q: name both as the authority recorded them (fencegate fence status)",
+			f.Cluster.UID, inDomain(domain), r.Record.Name, f.Cluster.Name)
+	}
+	return status.Errorf(codes.NotFound, "no cluster with uid %s declared%s: nothing to forget (fencegate fence status lists the clusters seen)", f.Cluster.UID, inDomain(domain))
+}
+
+// identityName shows an identity in messages; the empty one is a caller
+// without a client certificate.
+func identityName(identity string) string {
+	if identity == "" {
+		return "a caller without a client identity"
+	}
+	return strconv.Quote(identity)
+}
+
+// inDomainOrDefault names the domain in messages, the default one too.
+func inDomainOrDefault(domain string) string { return fmt.Sprintf(" in domain %q", domain) }
+
 // releaseRefusal turns a refused release into its error.
 func releaseRefusal(domain string, r statemachine.Release, res statemachine.ReleaseResult) error {
 	h := res.State.Holder
@@ -91,13 +171,17 @@ func releaseRefusal(domain string, r statemachine.Release, res statemachine.Rele
 			"instance %q of cluster %q (uid %s) cannot release its lease of the fence%s with epoch %d: it declared epoch %d",
 			r.Instance, h.Name, r.ClusterUID, inDomain(domain), r.Epoch, h.Instances[r.Instance].Epoch), md)
 	}
+	who := "cluster uid " + r.ClusterUID
+	if r.ClusterName != "" {
+		who = fmt.Sprintf("cluster %q (uid %s)", r.ClusterName, r.ClusterUID)
+	}
 	if h == nil {
 		return refusal(rpctypes.ReasonClusterFenced, fmt.Sprintf(
-			"cluster uid %s cannot release the fence%s: no cluster holds it", r.ClusterUID, inDomain(domain)), md)
+			"%s cannot release the fence%s: no cluster holds it", who, inDomain(domain)), md)
 	}
 	return refusal(rpctypes.ReasonClusterFenced, fmt.Sprintf(
-		"cluster uid %s cannot release the fence%s: cluster %q (uid %s) holds it at epoch %d",
-		r.ClusterUID, inDomain(domain), h.Name, h.UID, h.Epoch), md)
+		"%s cannot release the fence%s: cluster %q (uid %s) holds it at epoch %d",
+		who, inDomain(domain), h.Name, h.UID, h.Epoch), md)
 }
 
 // inDomain names a domain other than the default one in messages.

@@ -56,7 +56,7 @@ func serveConn(t testing.TB, client *clientv3.Client, opts authority.Options) *g
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- authority.NewServer(svc).Serve(ctx, lis) }()
+	go func() { served <- authority.NewServer(svc, nil).Serve(ctx, lis) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil {

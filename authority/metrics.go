@@ -11,6 +11,8 @@ import (
 type metrics struct {
 	declarations *prometheus.CounterVec
 	releases     *prometheus.CounterVec
+	revocations  *prometheus.CounterVec
+	forgets      *prometheus.CounterVec
 	watchers     prometheus.Gauge
 }
 
@@ -24,12 +26,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_authority_releases_total",
 			Help: "ReleaseFence calls by result: released, already_released, no_lease, not_holder, epoch_regressed, invalid or error.",
 		}, []string{"result"}),
+		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_authority_revocations_total",
+			Help: "RevokeFence calls by result: revoked, already_revoked, no_lease, not_holder, invalid or error.",
+		}, []string{"result"}),
+		forgets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_authority_forgets_total",
+			Help: "ForgetCluster calls by result: forgotten, in_use, unknown, invalid or error.",
+		}, []string{"result"}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencegate_authority_watchers",
 			Help: "WatchFence streams open now.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.declarations, m.releases, m.watchers} {
+	for _, c := range []prometheus.Collector{m.declarations, m.releases, m.revocations, m.forgets, m.watchers} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register authority metrics: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/authority/authz"
 )
 
 const (
@@ -36,14 +37,20 @@ type Server struct {
 	health  *health.Server
 }
 
-// NewServer builds the gRPC server; opts add transport credentials and the
+// NewServer builds the gRPC server. Every call passes guard first, which
+// authorizes it and records who makes it; nil means a guard without a
+// policy, which allows every call. opts add transport credentials and the
 // like.
-func NewServer(service *Service, opts ...grpc.ServerOption) *Server {
-	opts = append([]grpc.ServerOption{
+func NewServer(service *Service, guard *authz.Guard, opts ...grpc.ServerOption) *Server {
+	if guard == nil {
+		// Without a registerer it cannot fail to register.
+		guard, _ = authz.NewGuard(authz.GuardOptions{})
+	}
+	opts = append(append([]grpc.ServerOption{
 		// Agents keep their connection open between heartbeats; let them
 		// probe it, but not more often than this.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}, opts...)
+	}, guard.ServerOptions()...), opts...)
 	s := &Server{service: service, grpc: grpc.NewServer(opts...), health: health.NewServer()}
 	fencev1.RegisterFenceServiceServer(s.grpc, service)
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -2,12 +2,14 @@ package authority
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -15,12 +17,17 @@ import (
 
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/authority/authz"
 	"github.com/fencegate/fencegate/authority/internal/store"
 	"github.com/fencegate/fencegate/authority/statemachine"
 )
 
 // DefaultLeaseTTL is the lease length when Options do not set one.
 const DefaultLeaseTTL = 15 * time.Second
+
+// DefaultHistoryLimit is how many history entries each domain keeps when
+// Options do not set another limit.
+const DefaultHistoryLimit = store.DefaultHistoryLimit
 
 // Options configure a Service.
 type Options struct {
@@ -33,8 +40,15 @@ type Options struct {
 	// Clock is the authority's clock: lease expiry is judged by it at the
 	// time of each transaction. Nil means the real clock.
 	Clock clock.PassiveClock
-	// Logger receives the decision log: grants, pending takeovers and
-	// releases (never renewals or refusals, which repeat every heartbeat).
+	// MaxEpochStep is how far above the highest epoch of a domain a
+	// declaration may go; 0 means statemachine.DefaultMaxEpochStep.
+	MaxEpochStep uint64
+	// HistoryLimit is how many history entries each domain keeps; 0 means
+	// DefaultHistoryLimit.
+	HistoryLimit int
+	// Logger receives the decision log: grants, pending takeovers,
+	// releases and operator actions (never renewals or refusals, which
+	// repeat every heartbeat).
 	Logger logr.Logger
 	// Registerer receives the metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
@@ -63,10 +77,12 @@ func New(client *clientv3.Client, opts Options) (*Service, error) {
 		opts.Registerer = prometheus.NewRegistry()
 	}
 	st, err := store.New(client, store.Options{
-		LeaseTTL:   opts.LeaseTTL,
-		Prefix:     opts.KeyPrefix,
-		Clock:      opts.Clock,
-		Registerer: opts.Registerer,
+		LeaseTTL:     opts.LeaseTTL,
+		MaxEpochStep: opts.MaxEpochStep,
+		HistoryLimit: opts.HistoryLimit,
+		Prefix:       opts.KeyPrefix,
+		Clock:        opts.Clock,
+		Registerer:   opts.Registerer,
 	})
 	if err != nil {
 		return nil, err
@@ -99,10 +115,13 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 	domain, err := requestDomain(req.GetDomain())
 	var result statemachine.Result
 	if err == nil {
-		result, err = s.store.Declare(ctx, domain, d)
+		result, err = s.store.Declare(ctx, domain, d, actor(ctx))
 	}
 	if err != nil {
 		st := s.failure("declare", err)
+		if stepErr := (*statemachine.EpochStepError)(nil); errors.As(err, &stepErr) {
+			st = epochStepRefusal(domain, d, stepErr)
+		}
 		s.metrics.declarations.WithLabelValues(resultLabel(st)).Inc()
 		return nil, st
 	}
@@ -125,15 +144,16 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 // ended.
 func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceRequest) (*fencev1.ReleaseFenceResponse, error) {
 	r := statemachine.Release{
-		ClusterUID: req.GetClusterUid(),
-		Epoch:      req.GetEpoch(),
-		Instance:   req.GetInstance(),
+		ClusterUID:  req.GetClusterUid(),
+		ClusterName: req.GetClusterName(),
+		Epoch:       req.GetEpoch(),
+		Instance:    req.GetInstance(),
 	}
 	domain, err := requestDomain(req.GetDomain())
 	var result statemachine.ReleaseResult
 	var snap store.Snapshot
 	if err == nil {
-		result, snap, err = s.store.Release(ctx, domain, r)
+		result, snap, err = s.store.Release(ctx, domain, r, actor(ctx))
 	}
 	if err != nil {
 		st := s.failure("release", err)
@@ -186,10 +206,14 @@ func (s *Service) WatchFence(req *fencev1.WatchFenceRequest, stream fencev1.Fenc
 	}
 	var sendErr error
 	err = s.store.Watch(ctx, domain, func(ev store.Event) error {
-		sendErr = stream.Send(&fencev1.WatchFenceResponse{
+		resp := &fencev1.WatchFenceResponse{
 			Type:  eventTypeProto(ev.Types),
 			Fence: fenceProto(ev.Snapshot, s.store.LeaseTTL()),
-		})
+		}
+		if len(ev.Types) > 0 {
+			resp.Actor = actorProto(ev.Snapshot.Actor)
+		}
+		sendErr = stream.Send(resp)
 		return sendErr
 	})
 	switch {
@@ -203,6 +227,89 @@ func (s *Service) WatchFence(req *fencev1.WatchFenceRequest, stream fencev1.Fenc
 		return nil
 	}
 	return s.failure("watch", err)
+}
+
+// RevokeFence makes leases of the holder non-renewable; it never shortens
+// them (see statemachine.Machine.Revoke).
+func (s *Service) RevokeFence(ctx context.Context, req *fencev1.RevokeFenceRequest) (*fencev1.RevokeFenceResponse, error) {
+	r := statemachine.Revocation{ClusterName: req.GetClusterName(), Instance: req.GetInstance(), AllInstances: req.Instance == nil}
+	domain, err := requestDomain(req.GetDomain())
+	var result statemachine.RevokeResult
+	var snap store.Snapshot
+	if err == nil {
+		result, snap, err = s.store.Revoke(ctx, domain, r, actor(ctx))
+	}
+	if err != nil {
+		st := s.failure("revoke", err)
+		s.metrics.revocations.WithLabelValues(resultLabel(st)).Inc()
+		return nil, st
+	}
+	s.metrics.revocations.WithLabelValues(result.Outcome.String()).Inc()
+	if result.Outcome == statemachine.RevokeNotHolder {
+		return nil, revokeRefusal(domain, r, result.State)
+	}
+	if result.Outcome == statemachine.Revoked {
+		by := actor(ctx)
+		s.log.Info("fence leases revoked", "domain", domain, "cluster", r.ClusterName, "instance", r.Instance, "allInstances", r.AllInstances,
+			"by", by.Identity, "until", result.Until.Time().Format(time.RFC3339Nano))
+	}
+	return &fencev1.RevokeFenceResponse{Fence: fenceProto(snap, s.store.LeaseTTL()), RevokedUntil: timestamp(result.Until)}, nil
+}
+
+// ForgetCluster removes a cluster's record, unless it holds the fence or is
+// taking it over.
+func (s *Service) ForgetCluster(ctx context.Context, req *fencev1.ForgetClusterRequest) (*fencev1.ForgetClusterResponse, error) {
+	f := statemachine.Forgetting{Cluster: statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()}}
+	domain, err := requestDomain(req.GetDomain())
+	var result statemachine.ForgetResult
+	var snap store.Snapshot
+	if err == nil {
+		result, snap, err = s.store.Forget(ctx, domain, f, actor(ctx))
+	}
+	if err != nil {
+		st := s.failure("forget", err)
+		s.metrics.forgets.WithLabelValues(resultLabel(st)).Inc()
+		return nil, st
+	}
+	s.metrics.forgets.WithLabelValues(result.Outcome.String()).Inc()
+	if result.Outcome != statemachine.Forgotten {
+		return nil, forgetRefusal(domain, f, result)
+	}
+	s.log.Info("cluster forgotten", "domain", domain, "cluster", f.Cluster.Name, "uid", f.Cluster.UID,
+		"highestEpoch", result.Record.HighestEpoch, "by", actor(ctx).Identity)
+	return &fencev1.ForgetClusterResponse{
+		Fence:     fenceProto(snap, s.store.LeaseTTL()),
+		Forgotten: clusterProto(f.Cluster.UID, result.Record),
+	}, nil
+}
+
+// GetFenceHistory returns a domain's recorded changes, oldest first.
+func (s *Service) GetFenceHistory(ctx context.Context, req *fencev1.GetFenceHistoryRequest) (*fencev1.GetFenceHistoryResponse, error) {
+	domain, err := requestDomain(req.GetDomain())
+	if err != nil {
+		return nil, s.failure("history", err)
+	}
+	var since time.Time
+	if req.GetSince() != nil {
+		since = req.GetSince().AsTime()
+	}
+	events, err := s.store.History(ctx, domain, since, int(req.GetLimit()))
+	if err != nil {
+		return nil, s.failure("history", err)
+	}
+	resp := &fencev1.GetFenceHistoryResponse{Events: make([]*fencev1.FenceHistoryEvent, 0, len(events))}
+	for _, ev := range events {
+		resp.Events = append(resp.Events, historyProto(ev))
+	}
+	return resp, nil
+}
+
+// actor is who makes the call ctx belongs to, as the authorization guard
+// saw it.
+func actor(ctx context.Context) store.Actor {
+	c := authz.CallerFrom(ctx)
+	method, _ := grpc.Method(ctx)
+	return store.Actor{Identity: c.Identity, Method: method, Peer: c.Peer}
 }
 
 // requestDomain is the domain a request names, normalized and checked: the

@@ -79,7 +79,7 @@ func TestFenceProtocol(t *testing.T) {
 			declareCall("east", 3).granted("east"),
 			declareCall("west", 3).after(time.Second).refused(rpctypes.ReasonClusterFenced,
 				`cluster "west" (epoch 3) is fenced: cluster "east" holds the fence at epoch 3; raise west's epoch above 3 to take over`,
-				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "3", "declared_epoch": "3"}),
+				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "3", "declared_epoch": "3", "reason": "HELD_BY_OTHER"}),
 			declareCall("east", 3).after(time.Second).renewed("east"),
 		},
 		"takeover while the holder's lease runs: acquiring, holder fenced, release, grant": {
@@ -91,12 +91,12 @@ func TestFenceProtocol(t *testing.T) {
 			declareCall("east", 7).after(time.Second).refused(rpctypes.ReasonClusterFenced,
 				`cluster "east" (epoch 7) is fenced: cluster "west" is taking the fence over at epoch 8; east must stop changing its Components and release the fence`,
 				map[string]string{"domain": "default", "holder_cluster": "east", "holder_uid": "uid-east", "holder_epoch": "7", "declared_epoch": "7",
-					"pending_cluster": "west", "pending_uid": "uid-west", "pending_epoch": "8"}),
+					"pending_cluster": "west", "pending_uid": "uid-west", "pending_epoch": "8", "reason": "TAKEOVER_PENDING"}),
 			{release: releaseReq("", "east", 7)},
 			declareCall("west", 8).granted("west"),
 			declareCall("east", 7).refused(rpctypes.ReasonClusterFenced,
 				`cluster "east" (epoch 7) is fenced: cluster "west" holds the fence at epoch 8; raise east's epoch above 8 to take over`,
-				map[string]string{"domain": "default", "holder_cluster": "west", "holder_uid": "uid-west", "holder_epoch": "8", "declared_epoch": "7"}),
+				map[string]string{"domain": "default", "holder_cluster": "west", "holder_uid": "uid-west", "holder_epoch": "8", "declared_epoch": "7", "reason": "HELD_BY_OTHER"}),
 		},
 		"lease expiry hands the fence over without a release": {
 			declareCall("east", 1).granted("east"),

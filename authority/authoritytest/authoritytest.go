@@ -146,7 +146,7 @@ func (s *Server) start(lis net.Listener) error {
 	}
 	run, stop := context.WithCancel(context.Background())
 	inst := &instance{etcd: e, stop: stop, serve: make(chan error, 1)}
-	srv := authority.NewServer(svc)
+	srv := authority.NewServer(svc, nil)
 	go func() { inst.serve <- srv.Serve(run, lis) }()
 	s.mu.Lock()
 	s.running = inst

@@ -14,17 +14,20 @@ const (
 	// PendingChanged means a takeover became pending, or a pending takeover
 	// changed or ended.
 	PendingChanged
+	// HolderRevoked means an operator revoked leases of the holder.
+	HolderRevoked
 )
 
 var eventTypeNames = map[EventType]string{
-	HolderChanged: "holder_changed", HolderReleased: "released", PendingChanged: "pending_changed",
+	HolderChanged: "holder_changed", HolderReleased: "released", PendingChanged: "pending_changed", HolderRevoked: "revoked",
 }
 
 func (t EventType) String() string { return eventTypeNames[t] }
 
 // Changes lists what changed from old to next, most significant first:
-// a new holder, then a release, then the pending takeover. Lease renewals,
-// a holder's rising epoch and cluster records are not changes.
+// a new holder, then a release or a revocation, then the pending takeover.
+// Lease renewals, a holder's rising epoch and cluster records are not
+// changes.
 func Changes(old, next State) []EventType {
 	var out []EventType
 	switch {
@@ -32,6 +35,8 @@ func Changes(old, next State) []EventType {
 		out = append(out, HolderChanged)
 	case next.Holder != nil && next.Holder.Released && !old.Holder.Released:
 		out = append(out, HolderReleased)
+	case next.Holder.revokedCount() > old.Holder.revokedCount():
+		out = append(out, HolderRevoked)
 	}
 	if pendingChanged(old.Pending, next.Pending) {
 		out = append(out, PendingChanged)

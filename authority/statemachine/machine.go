@@ -2,6 +2,8 @@ package statemachine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -18,6 +20,27 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string { return e.Problem }
+
+// DefaultMaxEpochStep is how far above the highest epoch of a domain a
+// declaration may go when the Machine sets no other step.
+const DefaultMaxEpochStep = 1000
+
+// EpochStepError refuses a declaration whose epoch is further above the
+// highest epoch of its domain than the authority allows. Nothing of it is
+// recorded: a typo or a hostile client must not raise the bar that every
+// real cluster then has to clear.
+type EpochStepError struct {
+	// Declared is the refused epoch.
+	Declared uint64
+	// Highest is the highest epoch any cluster declared in the domain.
+	Highest uint64
+	// MaxStep is the largest step the authority accepts.
+	MaxStep uint64
+}
+
+func (e *EpochStepError) Error() string {
+	return fmt.Sprintf("epoch %d is more than %d above the highest epoch %d declared in the domain", e.Declared, e.MaxStep, e.Highest)
+}
 
 // Outcome is how the authority answers a declaration.
 type Outcome int
@@ -74,6 +97,9 @@ const (
 	// OtherTakeoverPending means a third cluster's takeover at an epoch at or
 	// above the declared one is pending.
 	OtherTakeoverPending
+	// LeaseRevoked means an operator revoked the declaring instance's lease,
+	// or every lease of its cluster; it is not renewed (nor granted).
+	LeaseRevoked
 )
 
 // Answer is the authority's reply to a declaration, before it is stored.
@@ -98,31 +124,49 @@ type Answer struct {
 func (a Answer) OK() bool { return a.Outcome == Granted || a.Outcome == Renewed }
 
 // Result is the outcome of a declaration: the state to store, the answer,
-// and the changes watchers hear about.
+// the changes watchers hear about and the entries of the fence's history.
 type Result struct {
-	State  State
-	Answer Answer
-	Events []EventType
+	State   State
+	Answer  Answer
+	Events  []EventType
+	History []HistoryEntry
 }
 
 // Machine applies the fence rules with the authority's settings.
 type Machine struct {
 	// LeaseTTL is how long the lease of a grant or renewal lasts.
 	LeaseTTL time.Duration
+	// MaxEpochStep is how far above the highest epoch of the domain a
+	// declaration may go; 0 means DefaultMaxEpochStep.
+	MaxEpochStep uint64
+}
+
+// maxEpochStep is the step in force.
+func (m Machine) maxEpochStep() uint64 {
+	if m.MaxEpochStep == 0 {
+		return DefaultMaxEpochStep
+	}
+	return m.MaxEpochStep
 }
 
 // Declare applies DeclareClusterEpoch(d) to s at the authority's time now.
-// It never changes s. A bad request returns a *rpctypes.FieldError (case 1), and a
+// It never changes s. A bad request returns a *rpctypes.FieldError (case
+// 1), an epoch too far above the domain's highest an *EpochStepError, and a
 // new instance of the holder beyond MaxInstances a *LimitError; every other
 // declaration, accepted or refused, records the cluster's epoch and the
 // time it was seen. Leases are kept per instance of the holder: a renewal
 // extends only the declaring instance's lease, and the fence moves to
-// another cluster only once the holder is Free.
+// another cluster only once the holder is Free. A revoked lease, or every
+// lease of a revoked cluster, is not renewed.
 func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) {
 	if err := d.Validate(); err != nil {
 		return Result{}, err
 	}
+	if highest, step := s.HighestEpoch(), m.maxEpochStep(); d.Epoch > highest && d.Epoch-highest > step {
+		return Result{}, &EpochStepError{Declared: d.Epoch, Highest: highest, MaxStep: step}
+	}
 	at := At(now)
+	var history []HistoryEntry
 	next := s.Clone()
 	next.Holder.Upgrade()
 	if next.Clusters == nil {
@@ -146,6 +190,12 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		m.grant(&next, d, at)
 
 	case holder.Is(d.Cluster): // case 4
+		if l, ok := holder.Instances[d.Instance]; ok && l.Revoked || holder.Revoked && d.Epoch <= holder.RevokedEpoch {
+			// Neither renewed nor granted: the revoked leases run out,
+			// and the fence may then move.
+			answer.Outcome, answer.FenceReason = Fenced, LeaseRevoked
+			break
+		}
 		if pending != nil && pending.Epoch > d.Epoch {
 			// Also for an instance without a lease (a new pod of the
 			// holder): it must not extend the holder's ownership.
@@ -159,7 +209,12 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		}
 		answer.Outcome = Renewed
 		holder.Epoch = d.Epoch
-		holder.prune(at)
+		if holder.Revoked {
+			// A higher epoch than the revoked one: an operator's new
+			// decision for this cluster.
+			holder.Revoked, holder.RevokedEpoch, holder.RevokedBy = false, 0, ""
+		}
+		history = holder.prune(at)
 		holder.Instances[d.Instance] = Lease{Epoch: d.Epoch, ExpiresAt: at.Add(m.LeaseTTL)}
 		holder.summarize()
 		next.Pending = nil
@@ -180,6 +235,11 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		if holder.Released {
 			answer.Grant = GrantAfterRelease
 		}
+		for _, name := range slices.Sorted(maps.Keys(holder.Instances)) {
+			if l := holder.Instances[name]; !l.Released {
+				history = append(history, holder.leaseExpired(name, l))
+			}
+		}
 		m.grant(&next, d, at)
 
 	default: // case 6, an instance of the holder may still believe it is active
@@ -191,7 +251,16 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		}
 		next.Pending = &Pending{Identity: d.Cluster, Epoch: d.Epoch, RequestedAt: requested}
 	}
-	return Result{State: next, Answer: answer, Events: Changes(s, next)}, nil
+	granted := answer.Outcome == Granted
+	if granted {
+		entry := HistoryEntry{Kind: HistoryGranted, At: at, Cluster: d.Cluster, Epoch: d.Epoch, Instance: d.Instance, Grant: answer.Grant}
+		if prev := answer.Previous; prev != nil {
+			entry.Previous = prev.ref()
+		}
+		history = append(history, entry)
+	}
+	history = append(history, pendingHistory(s.Pending, next.Pending, at, granted)...)
+	return Result{State: next, Answer: answer, Events: Changes(s, next), History: history}, nil
 }
 
 // grant makes the declaring cluster the holder, with a lease for the
@@ -241,6 +310,7 @@ type ReleaseResult struct {
 	State   State
 	Outcome ReleaseOutcome
 	Events  []EventType
+	History []HistoryEntry
 }
 
 // Release applies ReleaseFence(r) to s at the authority's time now. It never
@@ -267,7 +337,7 @@ func (Machine) Release(s State, r Release, now time.Time) (ReleaseResult, error)
 		lease, leased = h.Instances[r.Instance]
 	}
 	switch {
-	case h == nil || h.UID != r.ClusterUID:
+	case h == nil || h.UID != r.ClusterUID || r.ClusterName != "" && h.Name != r.ClusterName:
 		result.Outcome = NotHolder
 	case !leased || at >= lease.ExpiresAt:
 		result.Outcome = NoLease
@@ -279,7 +349,7 @@ func (Machine) Release(s State, r Release, now time.Time) (ReleaseResult, error)
 		result.Outcome = Released
 		lease.Released = true
 		h.Instances[r.Instance] = lease
-		h.prune(at)
+		result.History = append(h.prune(at), HistoryEntry{Kind: HistoryReleased, At: at, Cluster: h.Identity, Epoch: r.Epoch, Instance: r.Instance})
 		h.summarize()
 	}
 	result.Events = Changes(s, next)

@@ -20,6 +20,8 @@ type Declaration struct {
 type Release struct {
 	// ClusterUID is the releasing cluster's UID; it must be the holder's.
 	ClusterUID string
+	// ClusterName, if set, must be the holder's name too.
+	ClusterName string
 	// Epoch must not be below the epoch the instance last declared.
 	Epoch uint64
 	// Instance is the releasing instance of the holder; only its lease is
@@ -41,7 +43,12 @@ func (d Declaration) Validate() error {
 // Validate checks every field of r by the rules of package rpctypes and
 // returns a *rpctypes.FieldError for the first bad one.
 func (r Release) Validate() error {
+	var name error
+	if r.ClusterName != "" {
+		name = rpctypes.ValidateClusterName(r.ClusterName)
+	}
 	return firstError(
+		name,
 		rpctypes.ValidateClusterUID(r.ClusterUID),
 		rpctypes.ValidateEpoch(r.Epoch),
 		rpctypes.ValidateInstance(r.Instance),

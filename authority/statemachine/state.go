@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,16 @@ type State struct {
 	Clusters map[string]Cluster `json:"clusters,omitempty"`
 }
 
+// HighestEpoch is the highest epoch any cluster declared in the domain; 0
+// before the first declaration.
+func (s State) HighestEpoch() uint64 {
+	var highest uint64
+	for _, c := range s.Clusters {
+		highest = max(highest, c.HighestEpoch)
+	}
+	return highest
+}
+
 // Holder is the cluster that holds the fence.
 //
 // A cluster runs several processes that declare (the replicas of its
@@ -62,6 +73,15 @@ type Holder struct {
 	LeaseExpiresAt UnixNano `json:"lease_expires_at_ns"`
 	// Released sums the instances up: every instance gave the fence up.
 	Released bool `json:"released,omitempty"`
+	// Revoked is set while an operator's revocation covers the whole
+	// cluster: no instance of it may renew or join at an epoch up to
+	// RevokedEpoch. Declaring a higher epoch (an operator raised it on
+	// purpose) lifts it.
+	Revoked bool `json:"revoked,omitempty"`
+	// RevokedEpoch is the holder's epoch when it was revoked.
+	RevokedEpoch uint64 `json:"revoked_epoch,omitempty"`
+	// RevokedBy names the identity that revoked the whole cluster.
+	RevokedBy string `json:"revoked_by,omitempty"`
 	// Token is the fencing token of this grant. The store assigns it when
 	// it commits the grant (the etcd revision of that commit) and keeps it
 	// outside the record, so a state returned by the machine carries 0 for
@@ -79,6 +99,14 @@ type Lease struct {
 	// Released is set once the instance gave its lease up; its next
 	// declaration clears it unless a takeover is pending.
 	Released bool `json:"released,omitempty"`
+	// Revoked is set once an operator revoked the lease: the instance can
+	// no longer renew it, but it lasts until ExpiresAt unless the
+	// instance itself releases it, so that an instance cut off from the
+	// authority, which cannot hear of the revocation, stops acting as
+	// holder by its own clock before the fence can move.
+	Revoked bool `json:"revoked,omitempty"`
+	// RevokedBy names the identity that revoked the lease.
+	RevokedBy string `json:"revoked_by,omitempty"`
 }
 
 // ended reports whether the lease can no longer make its instance act as
@@ -124,12 +152,46 @@ func (h *Holder) lastLeaseEnd(at UnixNano) UnixNano {
 // prune drops the instances whose lease ran out by time at, released or
 // not: they cannot act as holder any more, and every start of a process is
 // a new instance, so the record would otherwise grow with every restart.
-func (h *Holder) prune(at UnixNano) {
-	for name, l := range h.Instances {
-		if at >= l.ExpiresAt {
-			delete(h.Instances, name)
+// Revoked instances stay, so that a revoked process cannot come back under
+// its name while its cluster holds the fence. It returns the history of
+// the leases that ran out without being released.
+func (h *Holder) prune(at UnixNano) []HistoryEntry {
+	var expired []HistoryEntry
+	for _, name := range slices.Sorted(maps.Keys(h.Instances)) {
+		l := h.Instances[name]
+		if at < l.ExpiresAt || l.Revoked {
+			continue
+		}
+		delete(h.Instances, name)
+		if !l.Released {
+			expired = append(expired, h.leaseExpired(name, l))
 		}
 	}
+	return expired
+}
+
+// leaseExpired is the history entry of an instance's lease that ran out
+// without a release.
+func (h *Holder) leaseExpired(instance string, l Lease) HistoryEntry {
+	return HistoryEntry{Kind: HistoryLeaseExpired, At: l.ExpiresAt, Cluster: h.Identity, Epoch: l.Epoch, Instance: instance}
+}
+
+// revokedCount counts the revoked leases and the cluster-wide revocation,
+// so that a revocation is a change watchers hear about.
+func (h *Holder) revokedCount() int {
+	if h == nil {
+		return 0
+	}
+	n := 0
+	if h.Revoked {
+		n++
+	}
+	for _, l := range h.Instances {
+		if l.Revoked {
+			n++
+		}
+	}
+	return n
 }
 
 // summarize sets LeaseExpiresAt and Released from the instances.
@@ -148,6 +210,11 @@ func (h *Holder) summarize() {
 	if released {
 		h.LeaseExpiresAt = latest
 	}
+}
+
+// ref names the holder in the history.
+func (h *Holder) ref() *HolderRef {
+	return &HolderRef{Identity: h.Identity, Epoch: h.Epoch, Token: h.Token}
 }
 
 // Upgrade gives a holder stored before instances had leases of their own

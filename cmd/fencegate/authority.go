@@ -21,7 +21,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/fencegate/fencegate/authority"
+	"github.com/fencegate/fencegate/authority/authz"
 	"github.com/fencegate/fencegate/authority/etcdbackend"
+	"github.com/fencegate/fencegate/authority/statemachine"
 	"github.com/fencegate/fencegate/internal/tlsutil"
 )
 
@@ -46,7 +48,16 @@ type authorityOptions struct {
 	tls            tlsutil.ServerFiles
 	insecure       bool
 	metricsAddress string
+
+	authorizationFile string
+	authorization     string
+	maxEpochStep      uint64
+	historyLimit      int
 }
+
+// authorizationNone is the --authorization value that lets every caller
+// make every call.
+const authorizationNone = "none"
 
 func newAuthorityCommand(logs *logOptions) *cobra.Command {
 	o := &authorityOptions{}
@@ -62,7 +73,15 @@ survives the loss of a machine, and several authorities over one etcd serve
 as replicas). It serves plaintext only on a loopback address unless
 --insecure is given; use --tls-cert/--tls-key for TLS and --client-ca to
 require client certificates (mTLS). Metrics, /healthz and /readyz are served
-on --metrics-address. SIGTERM stops it gracefully.`,
+on --metrics-address. SIGTERM stops it gracefully.
+
+With --client-ca, --authorization-file binds the identities of client
+certificates to roles: a cluster declares and releases only as itself, an
+operator reads, revokes and forgets, a reader reads. The file is reloaded when
+it changes; one that does not parse leaves the last good one in force. An
+authority that callers reach from other machines does not start without an
+authorization file unless --authorization=none says that every caller may
+do everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(cmd); err != nil {
@@ -89,6 +108,10 @@ on --metrics-address. SIGTERM stops it gracefully.`,
 	fs.StringVar(&o.tls.ClientCAFile, "client-ca", "", "file of the CAs that client certificates must chain to; clients without one are refused (mTLS)")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow plaintext gRPC on a non-loopback --listen address")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:7444", "address (host:port) of the HTTP server of /metrics, /healthz and /readyz; empty turns it off")
+	fs.StringVar(&o.authorizationFile, "authorization-file", "", "YAML file that binds client identities to roles (clusters, operators, readers); needs --client-ca; reloaded when it changes")
+	fs.StringVar(&o.authorization, "authorization", "", `"none" lets every caller make every call, for an authority without --authorization-file that others reach`)
+	fs.Uint64Var(&o.maxEpochStep, "max-epoch-step", statemachine.DefaultMaxEpochStep, "refuse a declaration whose epoch is more than this above the highest epoch of its domain")
+	fs.IntVar(&o.historyLimit, "history-limit", authority.DefaultHistoryLimit, "history entries kept per domain; the oldest is dropped when a new one is recorded")
 	return cmd
 }
 
@@ -119,7 +142,36 @@ func (o *authorityOptions) validate(cmd *cobra.Command) error {
 			errs = append(errs, fmt.Errorf("--metrics-address %q: want host:port: %w", o.metricsAddress, err))
 		}
 	}
+	errs = append(errs, o.validateAuthorization()...)
+	if o.maxEpochStep == 0 {
+		errs = append(errs, errors.New("--max-epoch-step 0: want at least 1 (a failover raises an epoch by one)"))
+	}
+	if o.historyLimit < 1 {
+		errs = append(errs, fmt.Errorf("--history-limit %d: want at least 1", o.historyLimit))
+	}
 	return errors.Join(errs...)
+}
+
+// validateAuthorization checks that the authority knows who may call it:
+// an authorization file needs client certificates to read identities from,
+// and an authority that others reach needs a file, or --authorization=none
+// to say on purpose that it has none.
+func (o *authorityOptions) validateAuthorization() []error {
+	switch {
+	case o.authorization != "" && o.authorization != authorizationNone:
+		return []error{fmt.Errorf("--authorization %q: the one value is %q (every caller may make every call); roles come from --authorization-file", o.authorization, authorizationNone)}
+	case o.authorizationFile != "" && o.authorization == authorizationNone:
+		return []error{errors.New("--authorization=none and --authorization-file contradict each other: give one of them")}
+	case o.authorizationFile != "" && o.tls.ClientCAFile == "":
+		return []error{errors.New("--authorization-file needs --client-ca: identities are read from verified client certificates")}
+	case o.authorizationFile != "" || o.authorization == authorizationNone:
+		return nil
+	case o.tls.ClientCAFile != "":
+		return []error{errors.New("--client-ca without --authorization-file: give the file that binds client identities to roles, or --authorization=none to let every client that the CA signed make every call")}
+	case !isLoopback(o.listen):
+		return []error{fmt.Errorf("--listen %s is reachable from other machines but no --authorization-file says who may call: give one (with --client-ca), or --authorization=none to let every caller make every call", o.listen)}
+	}
+	return nil
 }
 
 func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
@@ -128,7 +180,7 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 	// /readyz answers from the service once it exists; /healthz as soon as
 	// the process serves HTTP, so an orchestrator can tell a slow etcd start
 	// from a dead process.
-	var service atomic.Pointer[authority.Service]
+	monitor := &authorityMonitor{}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	group, ctx := errgroup.WithContext(ctx)
@@ -143,7 +195,7 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-address: %w", err)
 		}
-		srv := &http.Server{Handler: monitoringHandler(reg, &service), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: monitor.handler(reg), ReadHeaderTimeout: 5 * time.Second}
 		group.Go(func() error { return serveHTTP(ctx, srv, lis) })
 		log.Info("serving metrics and health checks", "address", "http://"+lis.Addr().String())
 	}
@@ -154,15 +206,34 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 	}
 	defer closeStore()
 	svc, err := authority.New(etcd, authority.Options{
-		LeaseTTL:   o.leaseTTL,
-		KeyPrefix:  o.etcdPrefix,
-		Logger:     log.WithName("authority"),
-		Registerer: reg,
+		LeaseTTL:     o.leaseTTL,
+		MaxEpochStep: o.maxEpochStep,
+		HistoryLimit: o.historyLimit,
+		KeyPrefix:    o.etcdPrefix,
+		Logger:       log.WithName("authority"),
+		Registerer:   reg,
 	})
 	if err != nil {
 		return fail(err)
 	}
-	service.Store(svc)
+	guardOpts := authz.GuardOptions{Logger: log.WithName("authorization"), Registerer: reg}
+	if o.authorizationFile != "" {
+		source, err := authz.NewSource(o.authorizationFile, authz.SourceOptions{Logger: log.WithName("authorization"), Registerer: reg})
+		if err != nil {
+			return fail(fmt.Errorf("--authorization-file: %w", err))
+		}
+		group.Go(func() error { return source.Start(ctx) })
+		guardOpts.Policy = source.Policy
+		monitor.authorization.Store(source)
+	} else {
+		log.Info("authorization is off: every caller may declare as any cluster, and release or revoke any lease",
+			"warning", "unsafe beyond a single machine", "fix", "give --authorization-file with --client-ca")
+	}
+	guard, err := authz.NewGuard(guardOpts)
+	if err != nil {
+		return fail(err)
+	}
+	monitor.service.Store(svc)
 
 	var grpcOpts []grpc.ServerOption
 	if o.tls.Enabled() {
@@ -185,7 +256,7 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 		transport = "TLS"
 	}
 	log.Info("fence authority serving", append([]any{"address", lis.Addr().String(), "transport", transport, "leaseTTL", o.leaseTTL.String()}, describeStore...)...)
-	srv := authority.NewServer(svc, grpcOpts...)
+	srv := authority.NewServer(svc, guard, grpcOpts...)
 	group.Go(func() error { return srv.Serve(ctx, lis) })
 	err = group.Wait()
 	log.Info("fence authority stopped")
@@ -213,16 +284,25 @@ func (o *authorityOptions) openStore(ctx context.Context, log logr.Logger) (*cli
 	return e.Client(), []any{"store", "embedded etcd", "dataDir", e.Dir()}, e.Close, nil
 }
 
-// monitoringHandler serves /metrics, /healthz (the process runs) and
-// /readyz (the authority can serve: etcd answers a quorum read).
-func monitoringHandler(reg *prometheus.Registry, service *atomic.Pointer[authority.Service]) http.Handler {
+// authorityMonitor is what the monitoring endpoints report on, filled in as
+// the authority starts.
+type authorityMonitor struct {
+	service       atomic.Pointer[authority.Service]
+	authorization atomic.Pointer[authz.Source]
+}
+
+// handler serves /metrics, /healthz (the process runs) and /readyz (the
+// authority can serve: etcd answers a quorum read). /readyz also says which
+// authorization file is in force, and when its last reload failed: the
+// authority still serves then, from the last good file.
+func (m *authorityMonitor) handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		svc := service.Load()
+		svc := m.service.Load()
 		if svc == nil {
 			http.Error(w, "starting: the fence store is not open yet", http.StatusServiceUnavailable)
 			return
@@ -234,8 +314,20 @@ func monitoringHandler(reg *prometheus.Registry, service *atomic.Pointer[authori
 			return
 		}
 		_, _ = fmt.Fprintln(w, "ok")
+		if src := m.authorization.Load(); src != nil {
+			_, _ = fmt.Fprintln(w, authorizationStatus(src.Status()))
+		}
 	})
 	return mux
+}
+
+// authorizationStatus is /readyz's line on the authorization file.
+func authorizationStatus(st authz.Status) string {
+	line := fmt.Sprintf("authorization: %s revision %s, loaded at %s", st.Path, st.Revision, st.LoadedAt.UTC().Format(time.RFC3339))
+	if st.Error != "" {
+		line += fmt.Sprintf("; the reload at %s failed, so that revision stays in force: %s", st.FailedAt.UTC().Format(time.RFC3339), st.Error)
+	}
+	return line
 }
 
 // serveHTTP serves until ctx ends, then shuts down.

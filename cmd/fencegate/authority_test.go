@@ -223,7 +223,7 @@ func TestAuthorityCommandMutualTLS(t *testing.T) {
 	}
 	listen, metrics := freeAddress(t), freeAddress(t)
 	startAuthorityCommand(t, metrics, "--listen", listen, "--data-dir", filepath.Join(dir, "data"),
-		"--tls-cert", serverCert, "--tls-key", serverKey, "--client-ca", caFile)
+		"--tls-cert", serverCert, "--tls-key", serverKey, "--client-ca", caFile, "--authorization", "none")
 
 	tests := map[string]struct {
 		args    []string

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/clock"
 
@@ -39,7 +40,7 @@ func newFenceCommandWithClock(clk clock.PassiveClock) *cobra.Command {
 	o := &fenceOptions{clock: clk}
 	cmd := &cobra.Command{
 		Use:   "fence",
-		Short: "Look at, watch or release the fence of a fence authority",
+		Short: "Look at, watch, revoke or read the history of the fence of a fence authority",
 		Args:  cobra.NoArgs,
 	}
 	fs := cmd.PersistentFlags()
@@ -47,7 +48,7 @@ func newFenceCommandWithClock(clk clock.PassiveClock) *cobra.Command {
 	fs.StringVar(&o.domain, "domain", fenceagent.DefaultDomain, "domain of the fence")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long a status or release call may take")
-	cmd.AddCommand(o.statusCommand(), o.releaseCommand(), o.watchCommand())
+	cmd.AddCommand(o.statusCommand(), o.watchCommand(), o.historyCommand(), o.revokeCommand(), o.forgetCommand(), o.releaseCommand())
 	return cmd
 }
 
@@ -72,30 +73,32 @@ func (o *fenceOptions) statusCommand() *cobra.Command {
 }
 
 func (o *fenceOptions) releaseCommand() *cobra.Command {
-	var uid, instance string
+	var name, uid, instance string
 	var epoch uint64
 	cmd := &cobra.Command{
 		Use:   "release",
-		Short: "Release the lease of one instance of the holder, e.g. to hand the fence over to a pending takeover",
+		Short: "Release the lease of one instance of the holder, as that instance (operators revoke instead)",
 		Long: `Release the lease of one instance of the holder. Every process of the holding
 cluster (each fencegate pod) is an instance with a lease of its own, and the
 fence moves to another cluster only once each instance released its lease or
-the lease ended; "fence status" lists them. The holder's agents normally release
-by themselves when they are told a takeover is pending, or when they stop; run
-this by hand for an instance whose process is gone, or for a planned handover
-once the holder's cluster has stopped changing its Components. A pending
-takeover is granted on its next declaration once no instance holds a lease.`,
+the lease ended; "fence status" lists them. The holder's agents release by
+themselves when they are told a takeover is pending, or when they stop.
+
+A release says "this instance no longer acts as holder", so only the instance
+may say it: with authorization on, only the holding cluster's own identity may
+release. An operator who wants a cluster to stop holding the fence revokes its
+leases instead ("fence revoke"), which never shortens them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if uid == "" || epoch == 0 {
-				return errors.New("--cluster-uid and --epoch name the holder that releases: both are required")
+			if name == "" || uid == "" || epoch == 0 {
+				return errors.New("--cluster, --cluster-uid and --epoch name the holder that releases: all are required")
 			}
 			client, ctx, cancel, err := o.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cancel()
-			resp, err := client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: o.domain, ClusterUid: uid, Epoch: epoch, Instance: instance})
+			resp, err := client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: o.domain, ClusterName: name, ClusterUid: uid, Epoch: epoch, Instance: instance})
 			if err != nil {
 				return fmt.Errorf("release the fence at %s: %w", o.conn.address, err)
 			}
@@ -107,10 +110,152 @@ takeover is granted on its next declaration once no instance holds a lease.`,
 			return o.printFence(cmd.OutOrStdout(), resp.GetFence())
 		},
 	}
+	cmd.Flags().StringVar(&name, "cluster", "", "name of the holding cluster")
 	cmd.Flags().StringVar(&uid, "cluster-uid", "", "UID of the holding cluster (its kube-system Namespace's UID)")
 	cmd.Flags().Uint64Var(&epoch, "epoch", 0, "the epoch the instance declared")
 	cmd.Flags().StringVar(&instance, "instance", "", `the instance whose lease is released, as "fence status" lists it (a fencegate pod's name); empty is the instance of clients that name none`)
 	return cmd
+}
+
+func (o *fenceOptions) revokeCommand() *cobra.Command {
+	var name, instance string
+	cmd := &cobra.Command{
+		Use:   "revoke --cluster NAME [--instance POD]",
+		Short: "Make the holder's leases non-renewable, so that it stops holding the fence when they end",
+		Long: `Revoke the leases of the holding cluster: those of one instance (--instance),
+or every lease of the cluster, which also keeps new instances from joining.
+Revoked instances are told CLUSTER_FENCED (reason REVOKED) at their next
+declaration, or at once through their watch, and stop admitting Component
+changes.
+
+A revocation never shortens a lease: an instance cut off from the authority
+cannot hear of it and stops acting as holder only when its lease runs out by
+its own clock. So the fence moves to another cluster (one that declares a
+higher epoch) only once every revoked lease has ended, or its own instance
+released it. The cluster gets the fence back by declaring an epoch above the
+one it was revoked at. Every revocation is recorded in "fence history".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return errors.New("--cluster names the holding cluster whose leases are revoked: it is required")
+			}
+			req := &fencev1.RevokeFenceRequest{Domain: o.domain, ClusterName: name}
+			if cmd.Flags().Changed("instance") {
+				req.Instance = &instance
+			}
+			client, ctx, cancel, err := o.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			resp, err := client.RevokeFence(ctx, req)
+			if err != nil {
+				return fmt.Errorf("revoke at %s: %w", o.conn.address, err)
+			}
+			if o.output == "table" {
+				what := "every lease of " + name
+				if req.Instance != nil {
+					what = fmt.Sprintf("the lease of instance %s of %s", instanceName(instance), name)
+				}
+				until := resp.GetRevokedUntil().AsTime()
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "Revoked %s in domain %s: no lease is renewed; the fence can move to another cluster from %s (in %s), sooner only if each revoked instance releases its lease.\n\n",
+					what, resp.GetFence().GetDomain(), timestamp(until), max(until.Sub(o.clock.Now()), 0).Round(100*time.Millisecond)); err != nil {
+					return err
+				}
+			}
+			return o.printFence(cmd.OutOrStdout(), resp.GetFence())
+		},
+	}
+	cmd.Flags().StringVar(&name, "cluster", "", "name of the holding cluster")
+	cmd.Flags().StringVar(&instance, "instance", "", `the one instance whose lease is revoked, as "fence status" lists it; without it every lease of the cluster is revoked`)
+	return cmd
+}
+
+func (o *fenceOptions) forgetCommand() *cobra.Command {
+	var name, uid string
+	cmd := &cobra.Command{
+		Use:   "forget --cluster NAME --cluster-uid UID",
+		Short: "Remove what the authority remembers of a decommissioned or mistyped cluster",
+		Long: `Remove a cluster's record from the authority: its highest epoch, which a
+declaration below it would be refused against, and which bounds the epochs any
+cluster may declare (see --max-epoch-step of "fencegate authority"). Use it for a
+cluster that was decommissioned, or one that declared under a mistyped name or
+a wrong epoch. It is refused while that cluster holds the fence or is taking it
+over. It is recorded in "fence history".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" || uid == "" {
+				return errors.New(`--cluster and --cluster-uid name the cluster to forget, as "fence status" lists it: both are required`)
+			}
+			client, ctx, cancel, err := o.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			resp, err := client.ForgetCluster(ctx, &fencev1.ForgetClusterRequest{Domain: o.domain, ClusterName: name, ClusterUid: uid})
+			if err != nil {
+				return fmt.Errorf("forget cluster %s at %s: %w", name, o.conn.address, err)
+			}
+			if o.output == "table" {
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "Forgot cluster %s (uid %s) in domain %s; its highest epoch was %d.\n\n",
+					name, uid, resp.GetFence().GetDomain(), resp.GetForgotten().GetHighestEpoch()); err != nil {
+					return err
+				}
+			}
+			return o.printFence(cmd.OutOrStdout(), resp.GetFence())
+		},
+	}
+	cmd.Flags().StringVar(&name, "cluster", "", "name of the cluster, as the authority recorded it")
+	cmd.Flags().StringVar(&uid, "cluster-uid", "", "UID of the cluster")
+	return cmd
+}
+
+func (o *fenceOptions) historyCommand() *cobra.Command {
+	var since string
+	var limit uint32
+	cmd := &cobra.Command{
+		Use:   "history [--since 1h] [--limit N]",
+		Short: "Show every recorded change of the fence and every operator action on it, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req := &fencev1.GetFenceHistoryRequest{Domain: o.domain, Limit: limit}
+			if since != "" {
+				from, err := parseSince(since, o.clock.Now())
+				if err != nil {
+					return err
+				}
+				req.Since = timestamppb.New(from)
+			}
+			client, ctx, cancel, err := o.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			resp, err := client.GetFenceHistory(ctx, req)
+			if err != nil {
+				return fmt.Errorf("read the fence history at %s: %w", o.conn.address, err)
+			}
+			return o.printHistory(cmd.OutOrStdout(), resp.GetEvents())
+		},
+	}
+	cmd.Flags().StringVar(&since, "since", "", "only events since this long ago (1h, 30m) or this time (RFC 3339)")
+	cmd.Flags().Uint32Var(&limit, "limit", 0, "only the newest N events (0: every one kept)")
+	return cmd
+}
+
+// parseSince reads --since: a duration back from now, or a time.
+func parseSince(since string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(since); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("--since %s: want a positive duration", since)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, since)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q: want a duration such as 1h or a time such as 2026-12-01T09:00:00Z", since)
+	}
+	return t, nil
 }
 
 // releaseSummary says what a successful release of instance did to the
@@ -252,6 +397,8 @@ type holderView struct {
 	AcquireTime           time.Time      `json:"acquire_time"`
 	LeaseExpireTime       time.Time      `json:"lease_expire_time"`
 	LeaseRemainingSeconds float64        `json:"lease_remaining_seconds"`
+	Revoked               bool           `json:"revoked,omitempty"`
+	RevokedEpoch          uint64         `json:"revoked_epoch,omitempty"`
 	Instances             []instanceView `json:"instances"`
 }
 
@@ -260,6 +407,7 @@ type instanceView struct {
 	Instance              string    `json:"instance"`
 	Epoch                 uint64    `json:"epoch"`
 	Released              bool      `json:"released"`
+	Revoked               bool      `json:"revoked,omitempty"`
 	LeaseExpireTime       time.Time `json:"lease_expire_time"`
 	LeaseRemainingSeconds float64   `json:"lease_remaining_seconds"`
 }
@@ -295,13 +443,15 @@ func (o *fenceOptions) view(f *fencev1.Fence) fenceView {
 			Released:        h.GetReleased(),
 			AcquireTime:     h.GetAcquireTime().AsTime(),
 			LeaseExpireTime: h.GetLeaseExpireTime().AsTime(),
+			Revoked:         h.GetRevoked(),
+			RevokedEpoch:    h.GetRevokedEpoch(),
 			Instances:       []instanceView{},
 		}
 		v.Holder.LeaseRemainingSeconds = o.remaining(v.Holder.LeaseExpireTime)
 		for _, l := range h.GetInstances() {
 			end := l.GetLeaseExpireTime().AsTime()
 			v.Holder.Instances = append(v.Holder.Instances, instanceView{
-				Instance: l.GetInstance(), Epoch: l.GetEpoch(), Released: l.GetReleased(),
+				Instance: l.GetInstance(), Epoch: l.GetEpoch(), Released: l.GetReleased(), Revoked: l.GetRevoked(),
 				LeaseExpireTime: end, LeaseRemainingSeconds: o.remaining(end),
 			})
 		}
@@ -353,6 +503,9 @@ func (o *fenceOptions) printFence(out io.Writer, f *fencev1.Fence) error {
 			w.printf("Holder:\t%s (uid %s) at epoch %d, token %d\n", h.ClusterName, h.ClusterUID, h.Epoch, h.Token)
 			w.printf("Acquired:\t%s (%s ago)\n", timestamp(h.AcquireTime), duration.HumanDuration(now.Sub(h.AcquireTime)))
 			w.printf("Lease:\t%s\n", leaseText(h.Released, h.LeaseExpireTime, now, "every instance of the holder"))
+			if h.Revoked {
+				w.printf("Revoked:\tevery lease of %s, at epoch %d: none is renewed until %s declares a higher epoch\n", h.ClusterName, h.RevokedEpoch, h.ClusterName)
+			}
 		} else {
 			w.printf("Holder:\tnone: no cluster declared in this domain yet\n")
 		}
@@ -371,7 +524,11 @@ func (o *fenceOptions) printFence(out io.Writer, f *fencev1.Fence) error {
 		err := printTable(out, func(w *printer) {
 			w.printf("\nINSTANCE\tEPOCH\tLEASE\n")
 			for _, l := range h.Instances {
-				w.printf("%s\t%d\t%s\n", instanceName(l.Instance), l.Epoch, leaseText(l.Released, l.LeaseExpireTime, now, "the instance"))
+				lease := leaseText(l.Released, l.LeaseExpireTime, now, "the instance")
+				if l.Revoked {
+					lease = "revoked, not renewed; " + lease
+				}
+				w.printf("%s\t%d\t%s\n", instanceName(l.Instance), l.Epoch, lease)
 			}
 		})
 		if err != nil {
@@ -417,16 +574,17 @@ func (p *printer) printf(format string, args ...any) {
 
 // eventView is one line of `fence watch -o json`.
 type eventView struct {
-	Time  time.Time `json:"time"`
-	Type  string    `json:"type"`
-	Fence fenceView `json:"fence"`
+	Time  time.Time  `json:"time"`
+	Type  string     `json:"type"`
+	Fence fenceView  `json:"fence"`
+	Actor *actorView `json:"actor,omitempty"`
 }
 
 func (o *fenceOptions) printEvent(out io.Writer, ev *fencev1.WatchFenceResponse) error {
 	typ := strings.ToLower(strings.TrimPrefix(ev.GetType().String(), "FENCE_EVENT_TYPE_"))
 	v := o.view(ev.GetFence())
 	if o.output == "json" {
-		return json.NewEncoder(out).Encode(eventView{Time: o.clock.Now(), Type: typ, Fence: v})
+		return json.NewEncoder(out).Encode(eventView{Time: o.clock.Now(), Type: typ, Fence: v, Actor: viewActor(ev.GetActor())})
 	}
 	holder, pending := "none", "none"
 	if h := v.Holder; h != nil {
@@ -438,7 +596,11 @@ func (o *fenceOptions) printEvent(out io.Writer, ev *fencev1.WatchFenceResponse)
 	if p := v.Pending; p != nil {
 		pending = fmt.Sprintf("%s@%d", p.ClusterName, p.Epoch)
 	}
-	_, err := fmt.Fprintf(out, "%s  %-15s  holder %s  pending %s\n", timestamp(o.clock.Now()), typ, holder, pending)
+	by := ""
+	if a := viewActor(ev.GetActor()); a != nil {
+		by = "  by " + a.text()
+	}
+	_, err := fmt.Fprintf(out, "%s  %-15s  holder %s  pending %s%s\n", timestamp(o.clock.Now()), typ, holder, pending, by)
 	return err
 }
 

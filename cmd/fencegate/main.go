@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -58,15 +59,21 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return envflag.Apply(cmd.Flags(), os.LookupEnv)
+			return envflag.Apply(cmd, os.LookupEnv)
 		},
 	}
 	logs.addFlags(root)
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newAuthorityCommand(logs))
-	root.AddCommand(newFenceCommand())
-	root.AddCommand(newEvalCommand())
 	root.AddCommand(newRunCommand(logs))
+	// The daemons read FENCEGATE_<FLAG>, which their charts set. The
+	// commands a person runs read FENCEGATE_<COMMAND>_<FLAG>, so that one
+	// run inside a fencegate pod never acts with the pod's cluster UID,
+	// epoch or instance.
+	for _, cmd := range []*cobra.Command{newFenceCommand(), newEvalCommand()} {
+		envflag.SetPrefix(cmd, envflag.Prefix+strings.ToUpper(cmd.Name())+"_")
+		root.AddCommand(cmd)
+	}
 	envflag.Document(root)
 	return root
 }

@@ -42,6 +42,8 @@ const (
 	// Every instance of the holder released the fence, or released it while
 	// the others' leases had ended.
 	FenceEventType_FENCE_EVENT_TYPE_RELEASED FenceEventType = 4
+	// An operator revoked leases of the holder.
+	FenceEventType_FENCE_EVENT_TYPE_REVOKED FenceEventType = 5
 )
 
 // Enum value maps for FenceEventType.
@@ -52,6 +54,7 @@ var (
 		2: "FENCE_EVENT_TYPE_HOLDER_CHANGED",
 		3: "FENCE_EVENT_TYPE_PENDING_CHANGED",
 		4: "FENCE_EVENT_TYPE_RELEASED",
+		5: "FENCE_EVENT_TYPE_REVOKED",
 	}
 	FenceEventType_value = map[string]int32{
 		"FENCE_EVENT_TYPE_UNSPECIFIED":     0,
@@ -59,6 +62,7 @@ var (
 		"FENCE_EVENT_TYPE_HOLDER_CHANGED":  2,
 		"FENCE_EVENT_TYPE_PENDING_CHANGED": 3,
 		"FENCE_EVENT_TYPE_RELEASED":        4,
+		"FENCE_EVENT_TYPE_REVOKED":         5,
 	}
 )
 
@@ -89,6 +93,82 @@ func (FenceEventType) EnumDescriptor() ([]byte, []int) {
 	return file_fence_v1_fence_proto_rawDescGZIP(), []int{0}
 }
 
+// FenceHistoryEventType says what a history event records.
+type FenceHistoryEventType int32
+
+const (
+	// Not used.
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_UNSPECIFIED FenceHistoryEventType = 0
+	// The fence was granted to cluster (first, after a release or after a
+	// lease end, see grant), with a new token.
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_GRANTED FenceHistoryEventType = 1
+	// A takeover by cluster at epoch became pending.
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_PENDING FenceHistoryEventType = 2
+	// A pending takeover ended without a grant: the holder raised its epoch
+	// to it or above.
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_PENDING_DROPPED FenceHistoryEventType = 3
+	// An instance of the holder released its lease.
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_RELEASED FenceHistoryEventType = 4
+	// An operator revoked the lease of an instance, or every lease of cluster.
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_REVOKED FenceHistoryEventType = 5
+	// An operator made the authority forget cluster.
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_FORGOTTEN FenceHistoryEventType = 6
+	// The lease of an instance of the holder ended without renewal or
+	// release (seen at the next call that looked at it).
+	FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_LEASE_EXPIRED FenceHistoryEventType = 7
+)
+
+// Enum value maps for FenceHistoryEventType.
+var (
+	FenceHistoryEventType_name = map[int32]string{
+		0: "FENCE_HISTORY_EVENT_TYPE_UNSPECIFIED",
+		1: "FENCE_HISTORY_EVENT_TYPE_GRANTED",
+		2: "FENCE_HISTORY_EVENT_TYPE_PENDING",
+		3: "FENCE_HISTORY_EVENT_TYPE_PENDING_DROPPED",
+		4: "FENCE_HISTORY_EVENT_TYPE_RELEASED",
+		5: "FENCE_HISTORY_EVENT_TYPE_REVOKED",
+		6: "FENCE_HISTORY_EVENT_TYPE_FORGOTTEN",
+		7: "FENCE_HISTORY_EVENT_TYPE_LEASE_EXPIRED",
+	}
+	FenceHistoryEventType_value = map[string]int32{
+		"FENCE_HISTORY_EVENT_TYPE_UNSPECIFIED":     0,
+		"FENCE_HISTORY_EVENT_TYPE_GRANTED":         1,
+		"FENCE_HISTORY_EVENT_TYPE_PENDING":         2,
+		"FENCE_HISTORY_EVENT_TYPE_PENDING_DROPPED": 3,
+		"FENCE_HISTORY_EVENT_TYPE_RELEASED":        4,
+		"FENCE_HISTORY_EVENT_TYPE_REVOKED":         5,
+		"FENCE_HISTORY_EVENT_TYPE_FORGOTTEN":       6,
+		"FENCE_HISTORY_EVENT_TYPE_LEASE_EXPIRED":   7,
+	}
+)
+
+func (x FenceHistoryEventType) Enum() *FenceHistoryEventType {
+	p := new(FenceHistoryEventType)
+	*p = x
+	return p
+}
+
+func (x FenceHistoryEventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FenceHistoryEventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_fence_v1_fence_proto_enumTypes[1].Descriptor()
+}
+
+func (FenceHistoryEventType) Type() protoreflect.EnumType {
+	return &file_fence_v1_fence_proto_enumTypes[1]
+}
+
+func (x FenceHistoryEventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FenceHistoryEventType.Descriptor instead.
+func (FenceHistoryEventType) EnumDescriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{1}
+}
+
 // Holder is the cluster that holds the fence.
 //
 // Every process of the holder (each pod of fencegate in the holding cluster)
@@ -114,8 +194,16 @@ type Holder struct {
 	// When this holder was granted the fence.
 	AcquireTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquire_time,json=acquireTime,proto3" json:"acquire_time,omitempty"`
 	// The holder's instances, ordered by name. An instance whose lease ended
-	// is dropped when the holder next declares or releases.
-	Instances     []*InstanceLease `protobuf:"bytes,8,rep,name=instances,proto3" json:"instances,omitempty"`
+	// is dropped when the holder next declares or releases, unless it was
+	// revoked: a revoked instance stays listed while its cluster holds the
+	// fence, so that it cannot come back under the same name.
+	Instances []*InstanceLease `protobuf:"bytes,8,rep,name=instances,proto3" json:"instances,omitempty"`
+	// True while every lease of the holder is revoked: its instances cannot
+	// renew, nor new ones join, until the cluster declares an epoch above
+	// revoked_epoch.
+	Revoked bool `protobuf:"varint,9,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// The holder's epoch when it was revoked.
+	RevokedEpoch  uint64 `protobuf:"varint,10,opt,name=revoked_epoch,json=revokedEpoch,proto3" json:"revoked_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -206,6 +294,20 @@ func (x *Holder) GetInstances() []*InstanceLease {
 	return nil
 }
 
+func (x *Holder) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *Holder) GetRevokedEpoch() uint64 {
+	if x != nil {
+		return x.RevokedEpoch
+	}
+	return 0
+}
+
 // InstanceLease is the lease of one instance of the holder.
 type InstanceLease struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -217,7 +319,9 @@ type InstanceLease struct {
 	// When the instance's lease ends unless it is renewed.
 	LeaseExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=lease_expire_time,json=leaseExpireTime,proto3" json:"lease_expire_time,omitempty"`
 	// True once the instance released its lease.
-	Released      bool `protobuf:"varint,4,opt,name=released,proto3" json:"released,omitempty"`
+	Released bool `protobuf:"varint,4,opt,name=released,proto3" json:"released,omitempty"`
+	// True once an operator revoked the lease: it cannot be renewed.
+	Revoked       bool `protobuf:"varint,5,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +380,13 @@ func (x *InstanceLease) GetLeaseExpireTime() *timestamppb.Timestamp {
 func (x *InstanceLease) GetReleased() bool {
 	if x != nil {
 		return x.Released
+	}
+	return false
+}
+
+func (x *InstanceLease) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
 	}
 	return false
 }
@@ -679,6 +790,8 @@ func (x *DeclareClusterEpochResponse) GetToken() uint64 {
 }
 
 // ReleaseFenceRequest gives up the lease of one instance of the holder.
+// Under authorization only the holder's own identity may release, and the
+// request must then name the cluster (cluster_name).
 type ReleaseFenceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The fence's domain; empty means "default".
@@ -691,7 +804,9 @@ type ReleaseFenceRequest struct {
 	// The releasing instance of the holder, as it declared itself. For the
 	// holder cluster, releasing an instance that holds no lease (it never
 	// declared, or its lease ended) changes nothing and succeeds.
-	Instance      string `protobuf:"bytes,4,opt,name=instance,proto3" json:"instance,omitempty"`
+	Instance string `protobuf:"bytes,4,opt,name=instance,proto3" json:"instance,omitempty"`
+	// Name of the releasing cluster; when given, it must be the holder's.
+	ClusterName   string `protobuf:"bytes,5,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -750,6 +865,13 @@ func (x *ReleaseFenceRequest) GetEpoch() uint64 {
 func (x *ReleaseFenceRequest) GetInstance() string {
 	if x != nil {
 		return x.Instance
+	}
+	return ""
+}
+
+func (x *ReleaseFenceRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
 	}
 	return ""
 }
@@ -938,20 +1060,88 @@ func (x *WatchFenceRequest) GetDomain() string {
 	return ""
 }
 
+// Actor is who made a change: the caller's identity as the authority saw it
+// and the method it called.
+type Actor struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's identity: its client certificate's first URI SAN, else its
+	// first DNS SAN, else its subject CN; empty without a client certificate.
+	Identity string `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	// The full gRPC method, e.g. /fencegate.fence.v1.FenceService/RevokeFence.
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// The caller's network address.
+	Peer          string `protobuf:"bytes,3,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Actor) Reset() {
+	*x = Actor{}
+	mi := &file_fence_v1_fence_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Actor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Actor) ProtoMessage() {}
+
+func (x *Actor) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Actor.ProtoReflect.Descriptor instead.
+func (*Actor) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Actor) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *Actor) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Actor) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
 // WatchFenceResponse is one fence change.
 type WatchFenceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What changed.
 	Type FenceEventType `protobuf:"varint,1,opt,name=type,proto3,enum=fencegate.fence.v1.FenceEventType" json:"type,omitempty"`
 	// The fence after the change.
-	Fence         *Fence `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *Fence `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	// Who made the change; unset for the snapshot a watch starts with.
+	Actor         *Actor `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchFenceResponse) Reset() {
 	*x = WatchFenceResponse{}
-	mi := &file_fence_v1_fence_proto_msgTypes[12]
+	mi := &file_fence_v1_fence_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1153,7 @@ func (x *WatchFenceResponse) String() string {
 func (*WatchFenceResponse) ProtoMessage() {}
 
 func (x *WatchFenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fence_v1_fence_proto_msgTypes[12]
+	mi := &file_fence_v1_fence_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1166,7 @@ func (x *WatchFenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFenceResponse.ProtoReflect.Descriptor instead.
 func (*WatchFenceResponse) Descriptor() ([]byte, []int) {
-	return file_fence_v1_fence_proto_rawDescGZIP(), []int{12}
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchFenceResponse) GetType() FenceEventType {
@@ -993,11 +1183,517 @@ func (x *WatchFenceResponse) GetFence() *Fence {
 	return nil
 }
 
+func (x *WatchFenceResponse) GetActor() *Actor {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+// RevokeFenceRequest names the leases to revoke.
+type RevokeFenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fence's domain; empty means "default".
+	Domain string `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
+	// Name of the holding cluster whose leases are revoked.
+	ClusterName string `protobuf:"bytes,2,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// The one instance whose lease is revoked; unset revokes every lease of
+	// the cluster, and keeps new instances from joining.
+	Instance      *string `protobuf:"bytes,3,opt,name=instance,proto3,oneof" json:"instance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeFenceRequest) Reset() {
+	*x = RevokeFenceRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeFenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeFenceRequest) ProtoMessage() {}
+
+func (x *RevokeFenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeFenceRequest.ProtoReflect.Descriptor instead.
+func (*RevokeFenceRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RevokeFenceRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *RevokeFenceRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *RevokeFenceRequest) GetInstance() string {
+	if x != nil && x.Instance != nil {
+		return *x.Instance
+	}
+	return ""
+}
+
+// RevokeFenceResponse is the fence after the revocation.
+type RevokeFenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fence after the revocation.
+	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// When the last revoked lease ends: the earliest time another cluster
+	// can be granted the fence (sooner only if each revoked instance
+	// releases its own lease).
+	RevokedUntil  *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=revoked_until,json=revokedUntil,proto3" json:"revoked_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeFenceResponse) Reset() {
+	*x = RevokeFenceResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeFenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeFenceResponse) ProtoMessage() {}
+
+func (x *RevokeFenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeFenceResponse.ProtoReflect.Descriptor instead.
+func (*RevokeFenceResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RevokeFenceResponse) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *RevokeFenceResponse) GetRevokedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedUntil
+	}
+	return nil
+}
+
+// ForgetClusterRequest names a cluster to forget.
+type ForgetClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fence's domain; empty means "default".
+	Domain string `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
+	// Name of the cluster, as the authority recorded it.
+	ClusterName string `protobuf:"bytes,2,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// UID of the cluster.
+	ClusterUid    string `protobuf:"bytes,3,opt,name=cluster_uid,json=clusterUid,proto3" json:"cluster_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetClusterRequest) Reset() {
+	*x = ForgetClusterRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetClusterRequest) ProtoMessage() {}
+
+func (x *ForgetClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetClusterRequest.ProtoReflect.Descriptor instead.
+func (*ForgetClusterRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ForgetClusterRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *ForgetClusterRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *ForgetClusterRequest) GetClusterUid() string {
+	if x != nil {
+		return x.ClusterUid
+	}
+	return ""
+}
+
+// ForgetClusterResponse is the fence after the cluster was forgotten.
+type ForgetClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fence after the change.
+	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// What the authority remembered of the cluster.
+	Forgotten     *ClusterRecord `protobuf:"bytes,2,opt,name=forgotten,proto3" json:"forgotten,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetClusterResponse) Reset() {
+	*x = ForgetClusterResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetClusterResponse) ProtoMessage() {}
+
+func (x *ForgetClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetClusterResponse.ProtoReflect.Descriptor instead.
+func (*ForgetClusterResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ForgetClusterResponse) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *ForgetClusterResponse) GetForgotten() *ClusterRecord {
+	if x != nil {
+		return x.Forgotten
+	}
+	return nil
+}
+
+// GetFenceHistoryRequest asks for a domain's history.
+type GetFenceHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fence's domain; empty means "default".
+	Domain string `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
+	// Only events at or after this time; unset means all that are kept.
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// At most this many events, the newest ones; 0 means every one kept.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFenceHistoryRequest) Reset() {
+	*x = GetFenceHistoryRequest{}
+	mi := &file_fence_v1_fence_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFenceHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFenceHistoryRequest) ProtoMessage() {}
+
+func (x *GetFenceHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFenceHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetFenceHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetFenceHistoryRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *GetFenceHistoryRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *GetFenceHistoryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// GetFenceHistoryResponse is a domain's history, oldest first.
+type GetFenceHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events, oldest first.
+	Events        []*FenceHistoryEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFenceHistoryResponse) Reset() {
+	*x = GetFenceHistoryResponse{}
+	mi := &file_fence_v1_fence_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFenceHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFenceHistoryResponse) ProtoMessage() {}
+
+func (x *GetFenceHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFenceHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetFenceHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetFenceHistoryResponse) GetEvents() []*FenceHistoryEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// FenceHistoryEvent is one recorded change of a fence, or operator action.
+type FenceHistoryEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	Type FenceHistoryEventType `protobuf:"varint,1,opt,name=type,proto3,enum=fencegate.fence.v1.FenceHistoryEventType" json:"type,omitempty"`
+	// When it happened, by the authority's clock: for a lease end, when the
+	// lease ended.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// The cluster it is about.
+	ClusterName string `protobuf:"bytes,3,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// Its UID.
+	ClusterUid string `protobuf:"bytes,4,opt,name=cluster_uid,json=clusterUid,proto3" json:"cluster_uid,omitempty"`
+	// The epoch involved: granted, pending, released or revoked at, or the
+	// highest epoch of a forgotten cluster.
+	Epoch uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The instance it is about; empty for the whole cluster (see
+	// all_instances) or for clients that name none.
+	Instance string `protobuf:"bytes,6,opt,name=instance,proto3" json:"instance,omitempty"`
+	// True when a revocation covers every lease of the cluster.
+	AllInstances bool `protobuf:"varint,7,opt,name=all_instances,json=allInstances,proto3" json:"all_instances,omitempty"`
+	// For a grant: the fencing token.
+	Token uint64 `protobuf:"varint,8,opt,name=token,proto3" json:"token,omitempty"`
+	// For a grant: first, after_release or after_expiry.
+	Grant string `protobuf:"bytes,9,opt,name=grant,proto3" json:"grant,omitempty"`
+	// For a grant: the previous holder, unset for the first grant.
+	Previous *Holder `protobuf:"bytes,10,opt,name=previous,proto3" json:"previous,omitempty"`
+	// Who made the change.
+	Actor *Actor `protobuf:"bytes,11,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The store revision that recorded the event.
+	Revision      int64 `protobuf:"varint,12,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceHistoryEvent) Reset() {
+	*x = FenceHistoryEvent{}
+	mi := &file_fence_v1_fence_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceHistoryEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceHistoryEvent) ProtoMessage() {}
+
+func (x *FenceHistoryEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_fence_v1_fence_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceHistoryEvent.ProtoReflect.Descriptor instead.
+func (*FenceHistoryEvent) Descriptor() ([]byte, []int) {
+	return file_fence_v1_fence_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FenceHistoryEvent) GetType() FenceHistoryEventType {
+	if x != nil {
+		return x.Type
+	}
+	return FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *FenceHistoryEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *FenceHistoryEvent) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *FenceHistoryEvent) GetClusterUid() string {
+	if x != nil {
+		return x.ClusterUid
+	}
+	return ""
+}
+
+func (x *FenceHistoryEvent) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *FenceHistoryEvent) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *FenceHistoryEvent) GetAllInstances() bool {
+	if x != nil {
+		return x.AllInstances
+	}
+	return false
+}
+
+func (x *FenceHistoryEvent) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *FenceHistoryEvent) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
+func (x *FenceHistoryEvent) GetPrevious() *Holder {
+	if x != nil {
+		return x.Previous
+	}
+	return nil
+}
+
+func (x *FenceHistoryEvent) GetActor() *Actor {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *FenceHistoryEvent) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
-	"\x14fence/v1/fence.proto\x12\x12fencegate.fence.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x02\n" +
+	"\x14fence/v1/fence.proto\x12\x12fencegate.fence.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x03\n" +
 	"\x06Holder\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
@@ -1007,12 +1703,16 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x1a\n" +
 	"\breleased\x18\x06 \x01(\bR\breleased\x12=\n" +
 	"\facquire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\x12?\n" +
-	"\tinstances\x18\b \x03(\v2!.fencegate.fence.v1.InstanceLeaseR\tinstances\"\xa5\x01\n" +
+	"\tinstances\x18\b \x03(\v2!.fencegate.fence.v1.InstanceLeaseR\tinstances\x12\x18\n" +
+	"\arevoked\x18\t \x01(\bR\arevoked\x12#\n" +
+	"\rrevoked_epoch\x18\n" +
+	" \x01(\x04R\frevokedEpoch\"\xbf\x01\n" +
 	"\rInstanceLease\x12\x1a\n" +
 	"\binstance\x18\x01 \x01(\tR\binstance\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12F\n" +
 	"\x11lease_expire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\x12\x1a\n" +
-	"\breleased\x18\x04 \x01(\bR\breleased\"\xaa\x01\n" +
+	"\breleased\x18\x04 \x01(\bR\breleased\x12\x18\n" +
+	"\arevoked\x18\x05 \x01(\bR\arevoked\"\xaa\x01\n" +
 	"\x0fPendingTakeover\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
@@ -1044,13 +1744,14 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x1bDeclareClusterEpochResponse\x122\n" +
 	"\x06holder\x18\x01 \x01(\v2\x1a.fencegate.fence.v1.HolderR\x06holder\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"\x80\x01\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\xa3\x01\n" +
 	"\x13ReleaseFenceRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
 	"clusterUid\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1a\n" +
-	"\binstance\x18\x04 \x01(\tR\binstance\"G\n" +
+	"\binstance\x18\x04 \x01(\tR\binstance\x12!\n" +
+	"\fcluster_name\x18\x05 \x01(\tR\vclusterName\"G\n" +
 	"\x14ReleaseFenceResponse\x12/\n" +
 	"\x05fence\x18\x01 \x01(\v2\x19.fencegate.fence.v1.FenceR\x05fence\")\n" +
 	"\x0fGetFenceRequest\x12\x16\n" +
@@ -1058,22 +1759,77 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\x10GetFenceResponse\x12/\n" +
 	"\x05fence\x18\x01 \x01(\v2\x19.fencegate.fence.v1.FenceR\x05fence\"+\n" +
 	"\x11WatchFenceRequest\x12\x16\n" +
-	"\x06domain\x18\x01 \x01(\tR\x06domain\"}\n" +
+	"\x06domain\x18\x01 \x01(\tR\x06domain\"O\n" +
+	"\x05Actor\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
+	"\x04peer\x18\x03 \x01(\tR\x04peer\"\xae\x01\n" +
 	"\x12WatchFenceResponse\x126\n" +
 	"\x04type\x18\x01 \x01(\x0e2\".fencegate.fence.v1.FenceEventTypeR\x04type\x12/\n" +
-	"\x05fence\x18\x02 \x01(\v2\x19.fencegate.fence.v1.FenceR\x05fence*\xbb\x01\n" +
+	"\x05fence\x18\x02 \x01(\v2\x19.fencegate.fence.v1.FenceR\x05fence\x12/\n" +
+	"\x05actor\x18\x03 \x01(\v2\x19.fencegate.fence.v1.ActorR\x05actor\"}\n" +
+	"\x12RevokeFenceRequest\x12\x16\n" +
+	"\x06domain\x18\x01 \x01(\tR\x06domain\x12!\n" +
+	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x1f\n" +
+	"\binstance\x18\x03 \x01(\tH\x00R\binstance\x88\x01\x01B\v\n" +
+	"\t_instance\"\x87\x01\n" +
+	"\x13RevokeFenceResponse\x12/\n" +
+	"\x05fence\x18\x01 \x01(\v2\x19.fencegate.fence.v1.FenceR\x05fence\x12?\n" +
+	"\rrevoked_until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\frevokedUntil\"r\n" +
+	"\x14ForgetClusterRequest\x12\x16\n" +
+	"\x06domain\x18\x01 \x01(\tR\x06domain\x12!\n" +
+	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x1f\n" +
+	"\vcluster_uid\x18\x03 \x01(\tR\n" +
+	"clusterUid\"\x89\x01\n" +
+	"\x15ForgetClusterResponse\x12/\n" +
+	"\x05fence\x18\x01 \x01(\v2\x19.fencegate.fence.v1.FenceR\x05fence\x12?\n" +
+	"\tforgotten\x18\x02 \x01(\v2!.fencegate.fence.v1.ClusterRecordR\tforgotten\"x\n" +
+	"\x16GetFenceHistoryRequest\x12\x16\n" +
+	"\x06domain\x18\x01 \x01(\tR\x06domain\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"X\n" +
+	"\x17GetFenceHistoryResponse\x12=\n" +
+	"\x06events\x18\x01 \x03(\v2%.fencegate.fence.v1.FenceHistoryEventR\x06events\"\xce\x03\n" +
+	"\x11FenceHistoryEvent\x12=\n" +
+	"\x04type\x18\x01 \x01(\x0e2).fencegate.fence.v1.FenceHistoryEventTypeR\x04type\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
+	"\fcluster_name\x18\x03 \x01(\tR\vclusterName\x12\x1f\n" +
+	"\vcluster_uid\x18\x04 \x01(\tR\n" +
+	"clusterUid\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x1a\n" +
+	"\binstance\x18\x06 \x01(\tR\binstance\x12#\n" +
+	"\rall_instances\x18\a \x01(\bR\fallInstances\x12\x14\n" +
+	"\x05token\x18\b \x01(\x04R\x05token\x12\x14\n" +
+	"\x05grant\x18\t \x01(\tR\x05grant\x126\n" +
+	"\bprevious\x18\n" +
+	" \x01(\v2\x1a.fencegate.fence.v1.HolderR\bprevious\x12/\n" +
+	"\x05actor\x18\v \x01(\v2\x19.fencegate.fence.v1.ActorR\x05actor\x12\x1a\n" +
+	"\brevision\x18\f \x01(\x03R\brevision*\xd9\x01\n" +
 	"\x0eFenceEventType\x12 \n" +
 	"\x1cFENCE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19FENCE_EVENT_TYPE_SNAPSHOT\x10\x01\x12#\n" +
 	"\x1fFENCE_EVENT_TYPE_HOLDER_CHANGED\x10\x02\x12$\n" +
 	" FENCE_EVENT_TYPE_PENDING_CHANGED\x10\x03\x12\x1d\n" +
-	"\x19FENCE_EVENT_TYPE_RELEASED\x10\x042\x9f\x03\n" +
+	"\x19FENCE_EVENT_TYPE_RELEASED\x10\x04\x12\x1c\n" +
+	"\x18FENCE_EVENT_TYPE_REVOKED\x10\x05*\xdc\x02\n" +
+	"\x15FenceHistoryEventType\x12(\n" +
+	"$FENCE_HISTORY_EVENT_TYPE_UNSPECIFIED\x10\x00\x12$\n" +
+	" FENCE_HISTORY_EVENT_TYPE_GRANTED\x10\x01\x12$\n" +
+	" FENCE_HISTORY_EVENT_TYPE_PENDING\x10\x02\x12,\n" +
+	"(FENCE_HISTORY_EVENT_TYPE_PENDING_DROPPED\x10\x03\x12%\n" +
+	"!FENCE_HISTORY_EVENT_TYPE_RELEASED\x10\x04\x12$\n" +
+	" FENCE_HISTORY_EVENT_TYPE_REVOKED\x10\x05\x12&\n" +
+	"\"FENCE_HISTORY_EVENT_TYPE_FORGOTTEN\x10\x06\x12*\n" +
+	"&FENCE_HISTORY_EVENT_TYPE_LEASE_EXPIRED\x10\a2\xd1\x05\n" +
 	"\fFenceService\x12v\n" +
 	"\x13DeclareClusterEpoch\x12..fencegate.fence.v1.DeclareClusterEpochRequest\x1a/.fencegate.fence.v1.DeclareClusterEpochResponse\x12a\n" +
 	"\fReleaseFence\x12'.fencegate.fence.v1.ReleaseFenceRequest\x1a(.fencegate.fence.v1.ReleaseFenceResponse\x12U\n" +
 	"\bGetFence\x12#.fencegate.fence.v1.GetFenceRequest\x1a$.fencegate.fence.v1.GetFenceResponse\x12]\n" +
 	"\n" +
-	"WatchFence\x12%.fencegate.fence.v1.WatchFenceRequest\x1a&.fencegate.fence.v1.WatchFenceResponse0\x01B5Z3github.com/fencegate/fencegate/api/fence/v1;fencev1b\x06proto3"
+	"WatchFence\x12%.fencegate.fence.v1.WatchFenceRequest\x1a&.fencegate.fence.v1.WatchFenceResponse0\x01\x12^\n" +
+	"\vRevokeFence\x12&.fencegate.fence.v1.RevokeFenceRequest\x1a'.fencegate.fence.v1.RevokeFenceResponse\x12d\n" +
+	"\rForgetCluster\x12(.fencegate.fence.v1.ForgetClusterRequest\x1a).fencegate.fence.v1.ForgetClusterResponse\x12j\n" +
+	"\x0fGetFenceHistory\x12*.fencegate.fence.v1.GetFenceHistoryRequest\x1a+.fencegate.fence.v1.GetFenceHistoryResponseB5Z3github.com/fencegate/fencegate/api/fence/v1;fencev1b\x06proto3"
 
 var (
 	file_fence_v1_fence_proto_rawDescOnce sync.Once
@@ -1087,56 +1843,82 @@ func file_fence_v1_fence_proto_rawDescGZIP() []byte {
 	return file_fence_v1_fence_proto_rawDescData
 }
 
-var file_fence_v1_fence_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_fence_v1_fence_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_fence_v1_fence_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fence_v1_fence_proto_goTypes = []any{
 	(FenceEventType)(0),                 // 0: fencegate.fence.v1.FenceEventType
-	(*Holder)(nil),                      // 1: fencegate.fence.v1.Holder
-	(*InstanceLease)(nil),               // 2: fencegate.fence.v1.InstanceLease
-	(*PendingTakeover)(nil),             // 3: fencegate.fence.v1.PendingTakeover
-	(*ClusterRecord)(nil),               // 4: fencegate.fence.v1.ClusterRecord
-	(*Fence)(nil),                       // 5: fencegate.fence.v1.Fence
-	(*DeclareClusterEpochRequest)(nil),  // 6: fencegate.fence.v1.DeclareClusterEpochRequest
-	(*DeclareClusterEpochResponse)(nil), // 7: fencegate.fence.v1.DeclareClusterEpochResponse
-	(*ReleaseFenceRequest)(nil),         // 8: fencegate.fence.v1.ReleaseFenceRequest
-	(*ReleaseFenceResponse)(nil),        // 9: fencegate.fence.v1.ReleaseFenceResponse
-	(*GetFenceRequest)(nil),             // 10: fencegate.fence.v1.GetFenceRequest
-	(*GetFenceResponse)(nil),            // 11: fencegate.fence.v1.GetFenceResponse
-	(*WatchFenceRequest)(nil),           // 12: fencegate.fence.v1.WatchFenceRequest
-	(*WatchFenceResponse)(nil),          // 13: fencegate.fence.v1.WatchFenceResponse
-	(*timestamppb.Timestamp)(nil),       // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 15: google.protobuf.Duration
+	(FenceHistoryEventType)(0),          // 1: fencegate.fence.v1.FenceHistoryEventType
+	(*Holder)(nil),                      // 2: fencegate.fence.v1.Holder
+	(*InstanceLease)(nil),               // 3: fencegate.fence.v1.InstanceLease
+	(*PendingTakeover)(nil),             // 4: fencegate.fence.v1.PendingTakeover
+	(*ClusterRecord)(nil),               // 5: fencegate.fence.v1.ClusterRecord
+	(*Fence)(nil),                       // 6: fencegate.fence.v1.Fence
+	(*DeclareClusterEpochRequest)(nil),  // 7: fencegate.fence.v1.DeclareClusterEpochRequest
+	(*DeclareClusterEpochResponse)(nil), // 8: fencegate.fence.v1.DeclareClusterEpochResponse
+	(*ReleaseFenceRequest)(nil),         // 9: fencegate.fence.v1.ReleaseFenceRequest
+	(*ReleaseFenceResponse)(nil),        // 10: fencegate.fence.v1.ReleaseFenceResponse
+	(*GetFenceRequest)(nil),             // 11: fencegate.fence.v1.GetFenceRequest
+	(*GetFenceResponse)(nil),            // 12: fencegate.fence.v1.GetFenceResponse
+	(*WatchFenceRequest)(nil),           // 13: fencegate.fence.v1.WatchFenceRequest
+	(*Actor)(nil),                       // 14: fencegate.fence.v1.Actor
+	(*WatchFenceResponse)(nil),          // 15: fencegate.fence.v1.WatchFenceResponse
+	(*RevokeFenceRequest)(nil),          // 16: fencegate.fence.v1.RevokeFenceRequest
+	(*RevokeFenceResponse)(nil),         // 17: fencegate.fence.v1.RevokeFenceResponse
+	(*ForgetClusterRequest)(nil),        // 18: fencegate.fence.v1.ForgetClusterRequest
+	(*ForgetClusterResponse)(nil),       // 19: fencegate.fence.v1.ForgetClusterResponse
+	(*GetFenceHistoryRequest)(nil),      // 20: fencegate.fence.v1.GetFenceHistoryRequest
+	(*GetFenceHistoryResponse)(nil),     // 21: fencegate.fence.v1.GetFenceHistoryResponse
+	(*FenceHistoryEvent)(nil),           // 22: fencegate.fence.v1.FenceHistoryEvent
+	(*timestamppb.Timestamp)(nil),       // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 24: google.protobuf.Duration
 }
 var file_fence_v1_fence_proto_depIdxs = []int32{
-	14, // 0: fencegate.fence.v1.Holder.lease_expire_time:type_name -> google.protobuf.Timestamp
-	14, // 1: fencegate.fence.v1.Holder.acquire_time:type_name -> google.protobuf.Timestamp
-	2,  // 2: fencegate.fence.v1.Holder.instances:type_name -> fencegate.fence.v1.InstanceLease
-	14, // 3: fencegate.fence.v1.InstanceLease.lease_expire_time:type_name -> google.protobuf.Timestamp
-	14, // 4: fencegate.fence.v1.PendingTakeover.request_time:type_name -> google.protobuf.Timestamp
-	14, // 5: fencegate.fence.v1.ClusterRecord.last_declare_time:type_name -> google.protobuf.Timestamp
-	1,  // 6: fencegate.fence.v1.Fence.holder:type_name -> fencegate.fence.v1.Holder
-	3,  // 7: fencegate.fence.v1.Fence.pending:type_name -> fencegate.fence.v1.PendingTakeover
-	4,  // 8: fencegate.fence.v1.Fence.clusters:type_name -> fencegate.fence.v1.ClusterRecord
-	15, // 9: fencegate.fence.v1.Fence.lease_ttl:type_name -> google.protobuf.Duration
-	1,  // 10: fencegate.fence.v1.DeclareClusterEpochResponse.holder:type_name -> fencegate.fence.v1.Holder
-	15, // 11: fencegate.fence.v1.DeclareClusterEpochResponse.lease_ttl:type_name -> google.protobuf.Duration
-	5,  // 12: fencegate.fence.v1.ReleaseFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
-	5,  // 13: fencegate.fence.v1.GetFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
+	23, // 0: fencegate.fence.v1.Holder.lease_expire_time:type_name -> google.protobuf.Timestamp
+	23, // 1: fencegate.fence.v1.Holder.acquire_time:type_name -> google.protobuf.Timestamp
+	3,  // 2: fencegate.fence.v1.Holder.instances:type_name -> fencegate.fence.v1.InstanceLease
+	23, // 3: fencegate.fence.v1.InstanceLease.lease_expire_time:type_name -> google.protobuf.Timestamp
+	23, // 4: fencegate.fence.v1.PendingTakeover.request_time:type_name -> google.protobuf.Timestamp
+	23, // 5: fencegate.fence.v1.ClusterRecord.last_declare_time:type_name -> google.protobuf.Timestamp
+	2,  // 6: fencegate.fence.v1.Fence.holder:type_name -> fencegate.fence.v1.Holder
+	4,  // 7: fencegate.fence.v1.Fence.pending:type_name -> fencegate.fence.v1.PendingTakeover
+	5,  // 8: fencegate.fence.v1.Fence.clusters:type_name -> fencegate.fence.v1.ClusterRecord
+	24, // 9: fencegate.fence.v1.Fence.lease_ttl:type_name -> google.protobuf.Duration
+	2,  // 10: fencegate.fence.v1.DeclareClusterEpochResponse.holder:type_name -> fencegate.fence.v1.Holder
+	24, // 11: fencegate.fence.v1.DeclareClusterEpochResponse.lease_ttl:type_name -> google.protobuf.Duration
+	6,  // 12: fencegate.fence.v1.ReleaseFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
+	6,  // 13: fencegate.fence.v1.GetFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
 	0,  // 14: fencegate.fence.v1.WatchFenceResponse.type:type_name -> fencegate.fence.v1.FenceEventType
-	5,  // 15: fencegate.fence.v1.WatchFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
-	6,  // 16: fencegate.fence.v1.FenceService.DeclareClusterEpoch:input_type -> fencegate.fence.v1.DeclareClusterEpochRequest
-	8,  // 17: fencegate.fence.v1.FenceService.ReleaseFence:input_type -> fencegate.fence.v1.ReleaseFenceRequest
-	10, // 18: fencegate.fence.v1.FenceService.GetFence:input_type -> fencegate.fence.v1.GetFenceRequest
-	12, // 19: fencegate.fence.v1.FenceService.WatchFence:input_type -> fencegate.fence.v1.WatchFenceRequest
-	7,  // 20: fencegate.fence.v1.FenceService.DeclareClusterEpoch:output_type -> fencegate.fence.v1.DeclareClusterEpochResponse
-	9,  // 21: fencegate.fence.v1.FenceService.ReleaseFence:output_type -> fencegate.fence.v1.ReleaseFenceResponse
-	11, // 22: fencegate.fence.v1.FenceService.GetFence:output_type -> fencegate.fence.v1.GetFenceResponse
-	13, // 23: fencegate.fence.v1.FenceService.WatchFence:output_type -> fencegate.fence.v1.WatchFenceResponse
-	20, // [20:24] is the sub-list for method output_type
-	16, // [16:20] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	6,  // 15: fencegate.fence.v1.WatchFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
+	14, // 16: fencegate.fence.v1.WatchFenceResponse.actor:type_name -> fencegate.fence.v1.Actor
+	6,  // 17: fencegate.fence.v1.RevokeFenceResponse.fence:type_name -> fencegate.fence.v1.Fence
+	23, // 18: fencegate.fence.v1.RevokeFenceResponse.revoked_until:type_name -> google.protobuf.Timestamp
+	6,  // 19: fencegate.fence.v1.ForgetClusterResponse.fence:type_name -> fencegate.fence.v1.Fence
+	5,  // 20: fencegate.fence.v1.ForgetClusterResponse.forgotten:type_name -> fencegate.fence.v1.ClusterRecord
+	23, // 21: fencegate.fence.v1.GetFenceHistoryRequest.since:type_name -> google.protobuf.Timestamp
+	22, // 22: fencegate.fence.v1.GetFenceHistoryResponse.events:type_name -> fencegate.fence.v1.FenceHistoryEvent
+	1,  // 23: fencegate.fence.v1.FenceHistoryEvent.type:type_name -> fencegate.fence.v1.FenceHistoryEventType
+	23, // 24: fencegate.fence.v1.FenceHistoryEvent.time:type_name -> google.protobuf.Timestamp
+	2,  // 25: fencegate.fence.v1.FenceHistoryEvent.previous:type_name -> fencegate.fence.v1.Holder
+	14, // 26: fencegate.fence.v1.FenceHistoryEvent.actor:type_name -> fencegate.fence.v1.Actor
+	7,  // 27: fencegate.fence.v1.FenceService.DeclareClusterEpoch:input_type -> fencegate.fence.v1.DeclareClusterEpochRequest
+	9,  // 28: fencegate.fence.v1.FenceService.ReleaseFence:input_type -> fencegate.fence.v1.ReleaseFenceRequest
+	11, // 29: fencegate.fence.v1.FenceService.GetFence:input_type -> fencegate.fence.v1.GetFenceRequest
+	13, // 30: fencegate.fence.v1.FenceService.WatchFence:input_type -> fencegate.fence.v1.WatchFenceRequest
+	16, // 31: fencegate.fence.v1.FenceService.RevokeFence:input_type -> fencegate.fence.v1.RevokeFenceRequest
+	18, // 32: fencegate.fence.v1.FenceService.ForgetCluster:input_type -> fencegate.fence.v1.ForgetClusterRequest
+	20, // 33: fencegate.fence.v1.FenceService.GetFenceHistory:input_type -> fencegate.fence.v1.GetFenceHistoryRequest
+	8,  // 34: fencegate.fence.v1.FenceService.DeclareClusterEpoch:output_type -> fencegate.fence.v1.DeclareClusterEpochResponse
+	10, // 35: fencegate.fence.v1.FenceService.ReleaseFence:output_type -> fencegate.fence.v1.ReleaseFenceResponse
+	12, // 36: fencegate.fence.v1.FenceService.GetFence:output_type -> fencegate.fence.v1.GetFenceResponse
+	15, // 37: fencegate.fence.v1.FenceService.WatchFence:output_type -> fencegate.fence.v1.WatchFenceResponse
+	17, // 38: fencegate.fence.v1.FenceService.RevokeFence:output_type -> fencegate.fence.v1.RevokeFenceResponse
+	19, // 39: fencegate.fence.v1.FenceService.ForgetCluster:output_type -> fencegate.fence.v1.ForgetClusterResponse
+	21, // 40: fencegate.fence.v1.FenceService.GetFenceHistory:output_type -> fencegate.fence.v1.GetFenceHistoryResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_fence_v1_fence_proto_init() }
@@ -1144,13 +1926,14 @@ func file_fence_v1_fence_proto_init() {
 	if File_fence_v1_fence_proto != nil {
 		return
 	}
+	file_fence_v1_fence_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fence_v1_fence_proto_rawDesc), len(file_fence_v1_fence_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   13,
+			NumEnums:      2,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

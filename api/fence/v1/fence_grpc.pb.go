@@ -27,6 +27,9 @@ const (
 	FenceService_ReleaseFence_FullMethodName        = "/fencegate.fence.v1.FenceService/ReleaseFence"
 	FenceService_GetFence_FullMethodName            = "/fencegate.fence.v1.FenceService/GetFence"
 	FenceService_WatchFence_FullMethodName          = "/fencegate.fence.v1.FenceService/WatchFence"
+	FenceService_RevokeFence_FullMethodName         = "/fencegate.fence.v1.FenceService/RevokeFence"
+	FenceService_ForgetCluster_FullMethodName       = "/fencegate.fence.v1.FenceService/ForgetCluster"
+	FenceService_GetFenceHistory_FullMethodName     = "/fencegate.fence.v1.FenceService/GetFenceHistory"
 )
 
 // FenceServiceClient is the client API for FenceService service.
@@ -37,10 +40,17 @@ const (
 //
 // Refusals are FailedPrecondition errors that carry a google.rpc.ErrorInfo
 // with domain "fence.fencegate.dev" and one of the reasons CLUSTER_FENCED,
-// CLUSTER_EPOCH_REGRESSED or FENCE_ACQUIRING. Its metadata names the holder
+// CLUSTER_EPOCH_REGRESSED, FENCE_ACQUIRING, EPOCH_STEP_TOO_LARGE,
+// NOT_HOLDER or CLUSTER_IN_USE. Its metadata names the holder
 // (holder_cluster, holder_uid, holder_epoch), the declared epoch
-// (declared_epoch) and, for FENCE_ACQUIRING, retry_after_ms. Bad arguments are
-// InvalidArgument errors whose message names the field.
+// (declared_epoch) and, for FENCE_ACQUIRING, retry_after_ms; a
+// CLUSTER_FENCED refusal says why in "reason" (HELD_BY_OTHER,
+// TAKEOVER_PENDING, OTHER_TAKEOVER_PENDING or REVOKED). Bad arguments are
+// InvalidArgument errors whose message names the field. A call the caller's
+// identity may not make is a PermissionDenied error with reason
+// PERMISSION_DENIED, whose metadata names the identity, the method, and the
+// cluster and domain asked for. The package rpctypes of this module holds
+// these names.
 type FenceServiceClient interface {
 	// DeclareClusterEpoch is the heartbeat of a cluster: it asks for (or
 	// renews) the fence at the given epoch.
@@ -52,8 +62,21 @@ type FenceServiceClient interface {
 	// GetFence returns the whole state of a domain's fence.
 	GetFence(ctx context.Context, in *GetFenceRequest, opts ...grpc.CallOption) (*GetFenceResponse, error)
 	// WatchFence streams the fence's state: first the current one, then one
-	// event for each change of holder, pending takeover or release.
+	// event for each change of holder, pending takeover, release or
+	// revocation.
 	WatchFence(ctx context.Context, in *WatchFenceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchFenceResponse], error)
+	// RevokeFence makes leases of the holder non-renewable: those of one
+	// instance, or every lease of the holding cluster. It never shortens a
+	// lease: the fence moves to another cluster only once each revoked lease
+	// ended (or its own instance released it). An operator's call.
+	RevokeFence(ctx context.Context, in *RevokeFenceRequest, opts ...grpc.CallOption) (*RevokeFenceResponse, error)
+	// ForgetCluster removes what the authority remembers of a cluster (its
+	// highest epoch), e.g. a decommissioned or mistyped one; refused while
+	// that cluster holds the fence or is taking it over. An operator's call.
+	ForgetCluster(ctx context.Context, in *ForgetClusterRequest, opts ...grpc.CallOption) (*ForgetClusterResponse, error)
+	// GetFenceHistory returns the recorded changes of a domain's fence and
+	// the operator actions on it, oldest first.
+	GetFenceHistory(ctx context.Context, in *GetFenceHistoryRequest, opts ...grpc.CallOption) (*GetFenceHistoryResponse, error)
 }
 
 type fenceServiceClient struct {
@@ -113,6 +136,36 @@ func (c *fenceServiceClient) WatchFence(ctx context.Context, in *WatchFenceReque
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type FenceService_WatchFenceClient = grpc.ServerStreamingClient[WatchFenceResponse]
 
+func (c *fenceServiceClient) RevokeFence(ctx context.Context, in *RevokeFenceRequest, opts ...grpc.CallOption) (*RevokeFenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeFenceResponse)
+	err := c.cc.Invoke(ctx, FenceService_RevokeFence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fenceServiceClient) ForgetCluster(ctx context.Context, in *ForgetClusterRequest, opts ...grpc.CallOption) (*ForgetClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetClusterResponse)
+	err := c.cc.Invoke(ctx, FenceService_ForgetCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fenceServiceClient) GetFenceHistory(ctx context.Context, in *GetFenceHistoryRequest, opts ...grpc.CallOption) (*GetFenceHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFenceHistoryResponse)
+	err := c.cc.Invoke(ctx, FenceService_GetFenceHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FenceServiceServer is the server API for FenceService service.
 // All implementations must embed UnimplementedFenceServiceServer
 // for forward compatibility.
@@ -121,10 +174,17 @@ type FenceService_WatchFenceClient = grpc.ServerStreamingClient[WatchFenceRespon
 //
 // Refusals are FailedPrecondition errors that carry a google.rpc.ErrorInfo
 // with domain "fence.fencegate.dev" and one of the reasons CLUSTER_FENCED,
-// CLUSTER_EPOCH_REGRESSED or FENCE_ACQUIRING. Its metadata names the holder
+// CLUSTER_EPOCH_REGRESSED, FENCE_ACQUIRING, EPOCH_STEP_TOO_LARGE,
+// NOT_HOLDER or CLUSTER_IN_USE. Its metadata names the holder
 // (holder_cluster, holder_uid, holder_epoch), the declared epoch
-// (declared_epoch) and, for FENCE_ACQUIRING, retry_after_ms. Bad arguments are
-// InvalidArgument errors whose message names the field.
+// (declared_epoch) and, for FENCE_ACQUIRING, retry_after_ms; a
+// CLUSTER_FENCED refusal says why in "reason" (HELD_BY_OTHER,
+// TAKEOVER_PENDING, OTHER_TAKEOVER_PENDING or REVOKED). Bad arguments are
+// InvalidArgument errors whose message names the field. A call the caller's
+// identity may not make is a PermissionDenied error with reason
+// PERMISSION_DENIED, whose metadata names the identity, the method, and the
+// cluster and domain asked for. The package rpctypes of this module holds
+// these names.
 type FenceServiceServer interface {
 	// DeclareClusterEpoch is the heartbeat of a cluster: it asks for (or
 	// renews) the fence at the given epoch.
@@ -136,8 +196,21 @@ type FenceServiceServer interface {
 	// GetFence returns the whole state of a domain's fence.
 	GetFence(context.Context, *GetFenceRequest) (*GetFenceResponse, error)
 	// WatchFence streams the fence's state: first the current one, then one
-	// event for each change of holder, pending takeover or release.
+	// event for each change of holder, pending takeover, release or
+	// revocation.
 	WatchFence(*WatchFenceRequest, grpc.ServerStreamingServer[WatchFenceResponse]) error
+	// RevokeFence makes leases of the holder non-renewable: those of one
+	// instance, or every lease of the holding cluster. It never shortens a
+	// lease: the fence moves to another cluster only once each revoked lease
+	// ended (or its own instance released it). An operator's call.
+	RevokeFence(context.Context, *RevokeFenceRequest) (*RevokeFenceResponse, error)
+	// ForgetCluster removes what the authority remembers of a cluster (its
+	// highest epoch), e.g. a decommissioned or mistyped one; refused while
+	// that cluster holds the fence or is taking it over. An operator's call.
+	ForgetCluster(context.Context, *ForgetClusterRequest) (*ForgetClusterResponse, error)
+	// GetFenceHistory returns the recorded changes of a domain's fence and
+	// the operator actions on it, oldest first.
+	GetFenceHistory(context.Context, *GetFenceHistoryRequest) (*GetFenceHistoryResponse, error)
 	mustEmbedUnimplementedFenceServiceServer()
 }
 
@@ -159,6 +232,15 @@ func (UnimplementedFenceServiceServer) GetFence(context.Context, *GetFenceReques
 }
 func (UnimplementedFenceServiceServer) WatchFence(*WatchFenceRequest, grpc.ServerStreamingServer[WatchFenceResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchFence not implemented")
+}
+func (UnimplementedFenceServiceServer) RevokeFence(context.Context, *RevokeFenceRequest) (*RevokeFenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeFence not implemented")
+}
+func (UnimplementedFenceServiceServer) ForgetCluster(context.Context, *ForgetClusterRequest) (*ForgetClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForgetCluster not implemented")
+}
+func (UnimplementedFenceServiceServer) GetFenceHistory(context.Context, *GetFenceHistoryRequest) (*GetFenceHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFenceHistory not implemented")
 }
 func (UnimplementedFenceServiceServer) mustEmbedUnimplementedFenceServiceServer() {}
 func (UnimplementedFenceServiceServer) testEmbeddedByValue()                      {}
@@ -246,6 +328,60 @@ func _FenceService_WatchFence_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type FenceService_WatchFenceServer = grpc.ServerStreamingServer[WatchFenceResponse]
 
+func _FenceService_RevokeFence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeFenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FenceServiceServer).RevokeFence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FenceService_RevokeFence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FenceServiceServer).RevokeFence(ctx, req.(*RevokeFenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FenceService_ForgetCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FenceServiceServer).ForgetCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FenceService_ForgetCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FenceServiceServer).ForgetCluster(ctx, req.(*ForgetClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FenceService_GetFenceHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFenceHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FenceServiceServer).GetFenceHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FenceService_GetFenceHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FenceServiceServer).GetFenceHistory(ctx, req.(*GetFenceHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FenceService_ServiceDesc is the grpc.ServiceDesc for FenceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -264,6 +400,18 @@ var FenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetFence",
 			Handler:    _FenceService_GetFence_Handler,
+		},
+		{
+			MethodName: "RevokeFence",
+			Handler:    _FenceService_RevokeFence_Handler,
+		},
+		{
+			MethodName: "ForgetCluster",
+			Handler:    _FenceService_ForgetCluster_Handler,
+		},
+		{
+			MethodName: "GetFenceHistory",
+			Handler:    _FenceService_GetFenceHistory_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

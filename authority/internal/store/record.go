@@ -26,6 +26,10 @@ const (
 type record struct {
 	Version int `json:"version"`
 	statemachine.State
+	// Actor made the change this record holds.
+	Actor *Actor `json:"actor,omitempty"`
+	// History locates the domain's history entries.
+	History historyCursor `json:"history,omitzero"`
 }
 
 // grantRecord is the stored JSON of a grant; its mod revision is the token.
@@ -59,7 +63,7 @@ func (s *Store) decode(domain string, kvs []*mvccpb.KeyValue) (Snapshot, error) 
 			// A record written before instances had leases of their
 			// own reads as one lease of instance "".
 			r.Holder.Upgrade()
-			snap.State, snap.Revision = r.State, kv.ModRevision
+			snap.State, snap.Revision, snap.Actor, snap.history = r.State, kv.ModRevision, r.Actor, r.History
 		case grantKey:
 			grant = kv
 		}

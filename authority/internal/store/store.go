@@ -42,10 +42,21 @@ const attemptTimeout = time.Second
 // too many times in a row.
 var ErrContention = errors.New("too many concurrent writers of the fence record")
 
+// DefaultHistoryLimit is how many history entries a domain keeps when
+// Options set no other limit.
+const DefaultHistoryLimit = 1000
+
 // Options configure a Store.
 type Options struct {
 	// LeaseTTL is the lease length of grants and renewals.
 	LeaseTTL time.Duration
+	// MaxEpochStep is how far above the highest epoch of a domain a
+	// declaration may go; 0 means statemachine.DefaultMaxEpochStep.
+	MaxEpochStep uint64
+	// HistoryLimit is how many history entries each domain keeps: the
+	// oldest is dropped in the transaction that adds one past it. 0 means
+	// DefaultHistoryLimit.
+	HistoryLimit int
 	// Prefix starts every key; DefaultPrefix if empty. Authorities that
 	// share a prefix share their fences.
 	Prefix string
@@ -58,11 +69,12 @@ type Options struct {
 
 // Store keeps fences in etcd.
 type Store struct {
-	client  *clientv3.Client
-	machine statemachine.Machine
-	clock   clock.PassiveClock
-	prefix  string
-	metrics *metrics
+	client       *clientv3.Client
+	machine      statemachine.Machine
+	clock        clock.PassiveClock
+	prefix       string
+	historyLimit uint64
+	metrics      *metrics
 
 	mu      sync.Mutex
 	domains map[string]*domainEntry
@@ -86,6 +98,21 @@ type Snapshot struct {
 	// Revision is the etcd revision of the record's last change; 0 while
 	// the domain was never declared in.
 	Revision int64
+	// Actor made the record's last change; nil before the first one.
+	Actor *Actor
+	// history locates the domain's history entries.
+	history historyCursor
+}
+
+// Actor is who made a change: the caller as the authority saw it.
+type Actor struct {
+	// Identity is the caller's identity from its client certificate;
+	// empty without one.
+	Identity string `json:"identity,omitempty"`
+	// Method is the full gRPC method of the call.
+	Method string `json:"method,omitempty"`
+	// Peer is the caller's network address.
+	Peer string `json:"peer,omitempty"`
 }
 
 // New returns a store over client.
@@ -102,17 +129,24 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
+	switch {
+	case opts.HistoryLimit < 0:
+		return nil, fmt.Errorf("history limit %d: must not be negative", opts.HistoryLimit)
+	case opts.HistoryLimit == 0:
+		opts.HistoryLimit = DefaultHistoryLimit
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	return &Store{
-		client:  client,
-		machine: statemachine.Machine{LeaseTTL: opts.LeaseTTL},
-		clock:   opts.Clock,
-		prefix:  opts.Prefix,
-		metrics: m,
-		domains: map[string]*domainEntry{},
+		client:       client,
+		machine:      statemachine.Machine{LeaseTTL: opts.LeaseTTL, MaxEpochStep: opts.MaxEpochStep},
+		clock:        opts.Clock,
+		prefix:       opts.Prefix,
+		historyLimit: uint64(opts.HistoryLimit),
+		metrics:      m,
+		domains:      map[string]*domainEntry{},
 	}, nil
 }
 
@@ -122,12 +156,12 @@ func (s *Store) LeaseTTL() time.Duration { return s.machine.LeaseTTL }
 // Declare applies a declaration in a (normalized) domain and stores its
 // result. The result's state is the committed one, with the holder's token
 // filled in. A bad request returns a *rpctypes.FieldError.
-func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Declaration) (statemachine.Result, error) {
+func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Declaration, by Actor) (statemachine.Result, error) {
 	var result statemachine.Result
-	committed, err := s.update(ctx, domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
+	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Declare(cur, d, now)
-		return result.State, true, err
+		return change{state: result.State, write: true, history: result.History}, err
 	})
 	if err != nil {
 		return statemachine.Result{}, err
@@ -141,15 +175,48 @@ func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Decla
 
 // Release applies a release in a (normalized) domain and stores its result,
 // if it changes anything. It returns the fence after the release.
-func (s *Store) Release(ctx context.Context, domain string, r statemachine.Release) (statemachine.ReleaseResult, Snapshot, error) {
+func (s *Store) Release(ctx context.Context, domain string, r statemachine.Release, by Actor) (statemachine.ReleaseResult, Snapshot, error) {
 	var result statemachine.ReleaseResult
-	committed, err := s.update(ctx, domain, func(cur statemachine.State, now time.Time) (statemachine.State, bool, error) {
+	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Release(cur, r, now)
-		return result.State, result.Outcome == statemachine.Released, err
+		return change{state: result.State, write: result.Outcome == statemachine.Released, history: result.History}, err
 	})
 	if err != nil {
 		return statemachine.ReleaseResult{}, Snapshot{}, err
+	}
+	result.State = committed.State
+	return result, committed, nil
+}
+
+// Revoke applies a revocation in a (normalized) domain and stores its
+// result, if it changes anything. It returns the fence after it.
+func (s *Store) Revoke(ctx context.Context, domain string, r statemachine.Revocation, by Actor) (statemachine.RevokeResult, Snapshot, error) {
+	r.By = by.Identity
+	var result statemachine.RevokeResult
+	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
+		var err error
+		result, err = s.machine.Revoke(cur, r, now)
+		return change{state: result.State, write: len(result.History) > 0, history: result.History}, err
+	})
+	if err != nil {
+		return statemachine.RevokeResult{}, Snapshot{}, err
+	}
+	result.State = committed.State
+	return result, committed, nil
+}
+
+// Forget removes a cluster's record from a (normalized) domain, if the
+// state machine allows it. It returns the fence after it.
+func (s *Store) Forget(ctx context.Context, domain string, f statemachine.Forgetting, by Actor) (statemachine.ForgetResult, Snapshot, error) {
+	var result statemachine.ForgetResult
+	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
+		var err error
+		result, err = s.machine.Forget(cur, f, now)
+		return change{state: result.State, write: result.Outcome == statemachine.Forgotten, history: result.History}, err
+	})
+	if err != nil {
+		return statemachine.ForgetResult{}, Snapshot{}, err
 	}
 	result.State = committed.State
 	return result, committed, nil
@@ -182,9 +249,20 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // step computes the next state from the current one at the authority's
-// time; write=false means nothing needs storing, though the answer is still
-// checked against the current record.
-type step func(cur statemachine.State, now time.Time) (next statemachine.State, write bool, err error)
+// time.
+type step func(cur statemachine.State, now time.Time) (change, error)
+
+// change is what one step asks the store to write.
+type change struct {
+	// state is the next state.
+	state statemachine.State
+	// write=false means nothing needs storing, though the answer is still
+	// checked against the current record.
+	write bool
+	// history is appended to the domain's history in the same
+	// transaction; it needs write.
+	history []statemachine.HistoryEntry
+}
 
 // update runs one read-apply-write cycle on a domain's record: it applies
 // next to the record it believes current, and writes the result in one
@@ -194,7 +272,7 @@ type step func(cur statemachine.State, now time.Time) (next statemachine.State, 
 // unavailable etcd is safe for the same reason: if the lost transaction did
 // commit, the record changed and the retry re-applies the request to the
 // state that includes its own effect.
-func (s *Store) update(ctx context.Context, domain string, next step) (Snapshot, error) {
+func (s *Store) update(ctx context.Context, domain string, by Actor, next step) (Snapshot, error) {
 	entry := s.entry(domain)
 	if err := entry.lock.Acquire(ctx, 1); err != nil {
 		return Snapshot{}, fmt.Errorf("wait for fence record of domain %q: %w", domain, err)
@@ -205,7 +283,7 @@ func (s *Store) update(ctx context.Context, domain string, next step) (Snapshot,
 	retry.InitialInterval, retry.MaxInterval = 25*time.Millisecond, 500*time.Millisecond
 	conflicts, unavailable := 0, 0
 	for {
-		committed, ok, err := s.attempt(ctx, entry, domain, next)
+		committed, ok, err := s.attempt(ctx, entry, domain, by, next)
 		switch {
 		case err == nil && ok:
 			return committed, nil
@@ -244,7 +322,7 @@ func (e *stepError) Unwrap() error { return e.err }
 // the committed snapshot and true, or false after a conflict (the entry then
 // caches the record that won). After an error the outcome is unknown, so
 // the cache is dropped and the next attempt reads the record again.
-func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, next step) (Snapshot, bool, error) {
+func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, by Actor, next step) (Snapshot, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	cur, err := s.current(ctx, entry, domain)
@@ -252,11 +330,11 @@ func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, 
 		entry.cached = nil
 		return Snapshot{}, false, err
 	}
-	state, write, err := next(cur.State, s.clock.Now())
+	ch, err := next(cur.State, s.clock.Now())
 	if err != nil {
 		return Snapshot{}, false, &stepError{err}
 	}
-	committed, ok, err := s.commit(ctx, cur, state, write)
+	committed, ok, err := s.commit(ctx, cur, ch, by)
 	if err != nil {
 		entry.cached = nil
 		return Snapshot{}, false, err
@@ -282,22 +360,30 @@ func (s *Store) current(ctx context.Context, entry *domainEntry, domain string) 
 	return snap, nil
 }
 
-// commit writes state if the record is still at cur's revision. It returns
-// the committed snapshot and true, or the record that is current instead
-// and false. With write false it writes nothing but still checks the
+// commit writes the change if the record is still at cur's revision,
+// together with its history entries and the trimming of the oldest ones.
+// It returns the committed snapshot and true, or the record that is current
+// instead and false. Without a write it writes nothing but still checks the
 // revision in a transaction: an answer that changes nothing (a refused
 // release) must not come from a record another replica has changed since
 // this one cached it.
-func (s *Store) commit(ctx context.Context, cur Snapshot, state statemachine.State, write bool) (Snapshot, bool, error) {
-	domain := cur.Domain
+func (s *Store) commit(ctx context.Context, cur Snapshot, ch change, by Actor) (Snapshot, bool, error) {
+	domain, state := cur.Domain, ch.state
 	var ops []clientv3.Op
-	granting := write && state.Holder != nil && state.Holder.Token == 0
-	if write {
-		value, err := json.Marshal(record{Version: recordVersion, State: state})
+	granting := ch.write && state.Holder != nil && state.Holder.Token == 0
+	cursor := cur.history
+	if ch.write {
+		var err error
+		var historyOps []clientv3.Op
+		if historyOps, cursor, err = s.appendHistory(domain, cursor, ch.history, by); err != nil {
+			return Snapshot{}, false, err
+		}
+		value, err := json.Marshal(record{Version: recordVersion, State: state, Actor: &by, History: cursor})
 		if err != nil {
 			return Snapshot{}, false, fmt.Errorf("encode fence of domain %q: %w", domain, err)
 		}
 		ops = append(ops, clientv3.OpPut(s.stateKey(domain), string(value)))
+		ops = append(ops, historyOps...)
 	}
 	if granting {
 		g, err := json.Marshal(grantRecord{
@@ -326,14 +412,14 @@ func (s *Store) commit(ctx context.Context, cur Snapshot, state statemachine.Sta
 		return current, false, err
 	}
 	s.metrics.txnDuration.WithLabelValues("committed").Observe(elapsed)
-	if !write {
+	if !ch.write {
 		return cur, true, nil
 	}
 	rev := resp.Header.Revision
 	if granting {
 		state.Holder.Token = uint64(rev)
 	}
-	return Snapshot{Domain: domain, State: state, Revision: rev}, true, nil
+	return Snapshot{Domain: domain, State: state, Revision: rev, Actor: &by, history: cursor}, true, nil
 }
 
 func (s *Store) wait(ctx context.Context, d time.Duration) error {

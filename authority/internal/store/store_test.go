@@ -61,7 +61,7 @@ func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
 
 	mustDeclare := func(s *Store, d statemachine.Declaration, want statemachine.Outcome) {
 		t.Helper()
-		r, err := s.Declare(ctx, "default", d)
+		r, err := s.Declare(ctx, "default", d, Actor{})
 		if err != nil {
 			t.Fatalf("%s declares %d: %v", d.Cluster.Name, d.Epoch, err)
 		}
@@ -71,7 +71,7 @@ func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
 	}
 	mustRelease := func(s *Store, r statemachine.Release, want statemachine.ReleaseOutcome) {
 		t.Helper()
-		res, _, err := s.Release(ctx, "default", r)
+		res, _, err := s.Release(ctx, "default", r, Actor{})
 		if err != nil {
 			t.Fatalf("release by %s: %v", r.ClusterUID, err)
 		}
@@ -105,7 +105,7 @@ func TestWatchCatchesUpAfterCompaction(t *testing.T) {
 	defer cancel()
 	client := embeddedEtcd(t)
 	s := newStore(t, client, nil)
-	if _, err := s.Declare(ctx, "default", decl("east", 1)); err != nil {
+	if _, err := s.Declare(ctx, "default", decl("east", 1), Actor{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -117,10 +117,10 @@ func TestWatchCatchesUpAfterCompaction(t *testing.T) {
 			if len(ev.Types) == 0 {
 				// While the snapshot is being delivered, the fence changes
 				// hands and etcd compacts away the history of the change.
-				if _, _, err := s.Release(ctx, "default", rel("east", 1)); err != nil {
+				if _, _, err := s.Release(ctx, "default", rel("east", 1), Actor{}); err != nil {
 					return err
 				}
-				r, err := s.Declare(ctx, "default", decl("west", 2))
+				r, err := s.Declare(ctx, "default", decl("west", 2), Actor{})
 				if err != nil {
 					return err
 				}
@@ -175,7 +175,7 @@ func TestUnreadableRecords(t *testing.T) {
 	defer cancel()
 	client := embeddedEtcd(t)
 	s := newStore(t, client, nil)
-	if _, err := s.Declare(ctx, "default", decl("east", 1)); err != nil {
+	if _, err := s.Declare(ctx, "default", decl("east", 1), Actor{}); err != nil {
 		t.Fatal(err)
 	}
 	good, err := client.Get(ctx, s.domainPrefix("default"), clientv3.WithPrefix())
@@ -220,7 +220,7 @@ func TestUnreadableRecords(t *testing.T) {
 			if _, err := s.Get(ctx, "other"); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("get: %v, want an error containing %q", err, tc.wantErr)
 			}
-			if _, err := s.Declare(ctx, "other", statemachine.Declaration{Cluster: statemachine.Identity{Name: "west", UID: "uid-west"}, Epoch: 9}); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			if _, err := s.Declare(ctx, "other", statemachine.Declaration{Cluster: statemachine.Identity{Name: "west", UID: "uid-west"}, Epoch: 9}, Actor{}); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("declare: %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
@@ -262,7 +262,7 @@ func TestRecordsWithoutInstances(t *testing.T) {
 	}
 
 	// West takes over: it waits for the old lease, not less.
-	r, err := s.Declare(ctx, "default", decl("west", 4))
+	r, err := s.Declare(ctx, "default", decl("west", 4), Actor{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,11 +271,11 @@ func TestRecordsWithoutInstances(t *testing.T) {
 	}
 	// East's client, naming no instance, releases the old lease: west is
 	// granted.
-	res, _, err := s.Release(ctx, "default", rel("east", 3))
+	res, _, err := s.Release(ctx, "default", rel("east", 3), Actor{})
 	if err != nil || res.Outcome != statemachine.Released || !res.State.Holder.Released {
 		t.Fatalf("east releases: %+v, %v; want the holder released", res, err)
 	}
-	if r, err := s.Declare(ctx, "default", decl("west", 4)); err != nil || r.Answer.Outcome != statemachine.Granted {
+	if r, err := s.Declare(ctx, "default", decl("west", 4), Actor{}); err != nil || r.Answer.Outcome != statemachine.Granted {
 		t.Fatalf("west declares 4 after the release: %+v, %v; want granted", r.Answer, err)
 	}
 
