@@ -3,6 +3,7 @@ package fenceagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -111,6 +112,7 @@ func TestStaleResultsAreDropped(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			auth, client := newScriptedAuthority(t)
 			ta := newTestAgent(t, client, nil)
+			ta.startManual(t)
 
 			older := make(chan outcome, 1)
 			go func() { older <- ta.declare(context.Background()) }()
@@ -134,8 +136,9 @@ func TestStaleResultsAreDropped(t *testing.T) {
 			if got := ta.Status(); got != active {
 				t.Errorf("state changed by a stale result:\n got %+v\nwant %+v", got, active)
 			}
-			if got := ta.store.statuses(testSelf.Name); !slices.Equal(got, []fencestate.Status{fencestate.Active}) {
-				t.Errorf("store saw %v, want only active", got)
+			// The initial state, then the newer answer.
+			if got := ta.store.statuses(testSelf.Name); !slices.Equal(got, []fencestate.Status{fencestate.Unknown, fencestate.Active}) {
+				t.Errorf("store saw %v, want only the initial unknown and active", got)
 			}
 		})
 	}
@@ -145,6 +148,7 @@ func TestCheck(t *testing.T) {
 	t.Run("concurrent callers share one declaration; a cancelled caller returns at once", func(t *testing.T) {
 		auth, client := newScriptedAuthority(t)
 		ta := newTestAgent(t, client, nil)
+		ta.startManual(t)
 
 		type result struct {
 			state fencestate.State
@@ -193,6 +197,7 @@ func TestCheck(t *testing.T) {
 	t.Run("the shared declaration finishes after every caller left", func(t *testing.T) {
 		auth, client := newScriptedAuthority(t)
 		ta := newTestAgent(t, client, nil)
+		ta.startManual(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
@@ -214,6 +219,7 @@ func TestCheck(t *testing.T) {
 	t.Run("the shared declaration is bounded by the declare timeout", func(t *testing.T) {
 		auth, client := newScriptedAuthority(t)
 		ta := newTestAgent(t, client, func(o *Options) { o.DeclareTimeout = 50 * time.Millisecond })
+		ta.startManual(t)
 		done := make(chan error, 1)
 		go func() {
 			_, err := ta.Check(context.Background())
@@ -323,7 +329,7 @@ func TestTransientErrorsKeepStatusUntilExpiry(t *testing.T) {
 				t.Errorf("%d log lines, want the %d transitions and one about the failures: %+v", n, len(tc.wantLogs), ta.logs.all())
 			}
 			unreachable := slices.ContainsFunc(ta.logs.all(), func(l logLine) bool {
-				return strings.HasPrefix(l.Msg, "the fence authority does not answer") && strings.Contains(l.Error, "authority restarting")
+				return strings.HasPrefix(l.Msg, "fence authority does not answer") && strings.Contains(l.Error, "authority restarting")
 			})
 			if !unreachable {
 				t.Errorf("no log line says the authority does not answer: %+v", ta.logs.all())
@@ -397,6 +403,7 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			auth, client := newScriptedAuthority(t)
 			ta := newTestAgent(t, client, nil)
+			ta.startManual(t)
 			var storeAtRelease atomic.Value
 			auth.setOnRelease(func(_ context.Context, req *fencev1.ReleaseFenceRequest) error {
 				if req.GetClusterUid() != testSelf.UID || req.GetEpoch() != testSelf.Epoch || req.GetDomain() != DefaultDomain || req.GetInstance() != testInstance {
@@ -442,6 +449,7 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 	t.Run("a failed release is retried on the next refusal, a done one is not repeated", func(t *testing.T) {
 		auth, client := newScriptedAuthority(t)
 		ta := newTestAgent(t, client, nil)
+		ta.startManual(t)
 		var fail atomic.Bool
 		fail.Store(true)
 		auth.setOnRelease(func(context.Context, *fencev1.ReleaseFenceRequest) error {
@@ -527,6 +535,9 @@ var testNorth = fencestate.Cluster{Name: "north", UID: "uid-north", Epoch: 9}
 func TestChangesSignalEveryTransition(t *testing.T) {
 	auth, client := newScriptedAuthority(t)
 	ta := newTestAgent(t, client, nil)
+	ta.startManual(t)
+	// The initial state's write signals nothing: it is no transition.
+	eventually(t, "data.fence is written", func() bool { _, ok := ta.store.last(testSelf.Name); return ok })
 	declare := func(answer func(*declareCall)) {
 		done := make(chan outcome, 1)
 		go func() { done <- ta.declare(context.Background()) }()
@@ -615,27 +626,36 @@ func TestStartWritesTheInitialStateAndStartsOnce(t *testing.T) {
 	}
 }
 
-func TestWarnsOnceWhenTheLeaseIsShorterThanTheInterval(t *testing.T) {
+// TestRenewalFollowsTheLease: the agent renews at the earlier of the
+// declare interval and a third of lease TTL − margin, so that an authority
+// with a short lease does not make the holder lapse between heartbeats; a
+// lease no longer than the margin cannot be held at all, which it logs once.
+func TestRenewalFollowsTheLease(t *testing.T) {
 	tests := map[string]struct {
-		lease    time.Duration
-		wantWarn bool
+		lease time.Duration
+		// renewWithin bounds the wait for the next heartbeat.
+		renewWithin time.Duration
+		wantStatus  fencestate.Status
+		wantWarn    bool
 	}{
-		"a lease that outlives the interval":     {lease: testLease},
-		"a lease that lapses between heartbeats": {lease: testInterval + testMargin, wantWarn: true},
+		"a long lease renews every interval":                 {lease: testLease, renewWithin: testInterval, wantStatus: fencestate.Active},
+		"a short lease renews at a third of its usable part": {lease: 3 * time.Second, renewWithin: time.Second / 3, wantStatus: fencestate.Active},
+		"a lease no longer than the margin cannot be held":   {lease: testMargin, renewWithin: testInterval, wantStatus: fencestate.Unknown, wantWarn: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			auth, client := newScriptedAuthority(t)
 			ta := newTestAgent(t, client, nil)
-			for range 3 {
-				done := make(chan outcome, 1)
-				go func() { done <- ta.declare(context.Background()) }()
+			ta.start(t)
+			for i := range 3 {
 				auth.next(t).grant(tc.lease, 1)
-				<-done
+				ta.waitStatus(t, tc.wantStatus)
+				ta.stepUntil(t, tc.renewWithin/50, tc.renewWithin, fmt.Sprintf("renewal %d", i), func() bool { return len(auth.declares) > 0 })
 			}
+			auth.next(t).grant(tc.lease, 1)
 			warnings := 0
 			for _, l := range ta.logs.all() {
-				if strings.Contains(l.Msg, "not longer than the declare interval") {
+				if strings.Contains(l.Msg, "fence lease too short to hold") {
 					warnings++
 				}
 			}
@@ -662,7 +682,7 @@ func TestStopWritesUnknownThenReleasesTheLease(t *testing.T) {
 	}{
 		"an active holder": {
 			first: func(c *declareCall) { c.grant(testLease, 1) }, wantRelease: true,
-			wantLog: "the fence agent stopped and released this instance's lease",
+			wantLog: "fence agent stopped and released this instance's lease",
 		},
 		"a fenced cluster: the authority has no lease to release": {
 			first:   func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)) },
@@ -734,39 +754,47 @@ func TestStopWritesUnknownThenReleasesTheLease(t *testing.T) {
 	}
 }
 
-// TestStopWaitsForTheSharedDeclaration: a declaration Check started may
+// TestStopWaitsForTheSharedDeclaration: a declaration Check waits for may
 // still be out when the agent stops. Its answer must not overwrite the
-// shutdown status, and the release must come after it, or the authority
-// would renew the lease just released.
+// shutdown status, and the release must come only after it ended, or the
+// authority could renew the lease just released.
 func TestStopWaitsForTheSharedDeclaration(t *testing.T) {
 	auth, client := newScriptedAuthority(t)
 	ta := newTestAgent(t, client, nil)
 	stop := ta.start(t)
-	auth.next(t) // the first heartbeat: never answered
+	shared := auth.next(t) // the first heartbeat: never answered
 
 	checked := make(chan error, 1)
 	go func() {
 		_, err := ta.Check(context.Background())
 		checked <- err
 	}()
-	shared := auth.next(t)
-	stopped := make(chan struct{})
-	go func() { stop(); close(stopped) }()
-	eventually(t, "the shutdown status is written", func() bool { return ta.Status().Reason == ReasonShuttingDown })
-	if n := auth.releaseCount(); n != 0 {
-		t.Fatalf("%d releases while the shared declaration is out, want none yet", n)
-	}
+	eventually(t, "Check waits", func() bool { return testutil.ToFloat64(ta.metrics.checkWaiters) == 1 })
+	auth.noDeclaration(t)
+	var callOutAtRelease, statusAtRelease atomic.Value
+	auth.setOnRelease(func(context.Context, *fencev1.ReleaseFenceRequest) error {
+		callOutAtRelease.Store(shared.ctx.Err() == nil)
+		last, _ := ta.store.last(testSelf.Name)
+		statusAtRelease.Store(last.Reason)
+		return nil
+	})
+	stop()
 
-	shared.grant(testLease, 4)
 	if err := <-checked; !errors.Is(err, ErrStopped) {
 		t.Errorf("Check = %v, want ErrStopped", err)
 	}
-	<-stopped
 	if n := auth.releaseCount(); n != 1 {
-		t.Errorf("%d releases after the shared declaration returned, want 1", n)
+		t.Errorf("%d releases, want 1", n)
 	}
+	if out, _ := callOutAtRelease.Load().(bool); out {
+		t.Error("the release was sent while the shared declaration was still out")
+	}
+	if reason, _ := statusAtRelease.Load().(string); reason != ReasonShuttingDown {
+		t.Errorf("the store held reason %q at the release, want %s", reason, ReasonShuttingDown)
+	}
+	shared.grant(testLease, 4) // too late: the call has ended
 	if s := ta.Status(); s.Reason != ReasonShuttingDown {
-		t.Errorf("status after the late grant = %s (%s), want unknown (%s)", s.Status, s.Reason, ReasonShuttingDown)
+		t.Errorf("status after stop = %s (%s), want unknown (%s)", s.Status, s.Reason, ReasonShuttingDown)
 	}
 	if slices.Contains(ta.store.statuses(testSelf.Name), fencestate.Active) {
 		t.Errorf("the late grant was written: %v", ta.store.statuses(testSelf.Name))

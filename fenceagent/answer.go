@@ -43,10 +43,19 @@ const (
 	refusedFenced
 	refusedRegressed
 	refusedAcquiring
+	// refusedPermission: the authority does not let this agent's identity
+	// declare as this cluster.
+	refusedPermission
+	// refusedOther: another refusal with a reason of the fence domain
+	// (EPOCH_STEP_TOO_LARGE, say): the request cannot succeed as it is.
+	refusedOther
 	unsupported
 	transient
 	unexpected
 )
+
+// answerKinds lists every kind, for the metrics.
+var answerKinds = []answerKind{granted, refusedFenced, refusedRegressed, refusedAcquiring, refusedPermission, refusedOther, unsupported, transient, unexpected}
 
 // result is the metric label of each kind; refusals are labelled as the
 // authority labels them.
@@ -58,8 +67,10 @@ func (k answerKind) result() string {
 		return rpctypes.ResultLabel(rpctypes.ReasonEpochRegressed)
 	case refusedAcquiring:
 		return rpctypes.ResultLabel(rpctypes.ReasonAcquiring)
+	case refusedPermission:
+		return rpctypes.ResultLabel(rpctypes.ReasonPermissionDenied)
 	}
-	return [...]string{granted: "ok", unsupported: "unsupported", transient: "transient", unexpected: "error"}[k]
+	return [...]string{granted: "ok", refusedOther: "refused", unsupported: "unsupported", transient: "transient", unexpected: "error"}[k]
 }
 
 // answer is one declaration's outcome, decoded from the response or the gRPC
@@ -80,6 +91,11 @@ type answer struct {
 	highestEpoch uint64
 	// reason is the ErrorInfo reason or the agent's reason.
 	reason string
+	// fenceReason says why a CLUSTER_FENCED refusal fences (REVOKED, say).
+	fenceReason string
+	// identity is this agent's identity as a PERMISSION_DENIED refusal
+	// names it.
+	identity string
 	// err is the gRPC error, for every kind but granted.
 	err error
 }
@@ -110,7 +126,7 @@ func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 		return answer{kind: transient, err: err}
 	case codes.Unimplemented:
 		return answer{kind: unsupported, reason: ReasonUnimplemented, err: err}
-	case codes.FailedPrecondition:
+	case codes.FailedPrecondition, codes.PermissionDenied:
 		if info := rpctypes.ErrorInfo(err); info != nil {
 			return refusal(info, err)
 		}
@@ -118,8 +134,8 @@ func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 	return answer{kind: unexpected, reason: ReasonUnexpectedError, err: err}
 }
 
-// refusal decodes an ErrorInfo refusal; an unknown reason is unexpected, not
-// guessed at.
+// refusal decodes an ErrorInfo refusal. A reason this agent does not act
+// on keeps its name in data.fence, with the authority's message.
 func refusal(info *errdetails.ErrorInfo, err error) answer {
 	md := info.GetMetadata()
 	a := answer{
@@ -132,6 +148,8 @@ func refusal(info *errdetails.ErrorInfo, err error) answer {
 		},
 		highestEpoch: rpctypes.Uint(md, rpctypes.MetadataHighestEpoch),
 		retryAfter:   time.Duration(rpctypes.Uint(md, rpctypes.MetadataRetryAfterMs)) * time.Millisecond,
+		fenceReason:  md[rpctypes.MetadataFenceReason],
+		identity:     md[rpctypes.MetadataIdentity],
 	}
 	switch info.GetReason() {
 	case rpctypes.ReasonClusterFenced:
@@ -140,8 +158,10 @@ func refusal(info *errdetails.ErrorInfo, err error) answer {
 		a.kind = refusedRegressed
 	case rpctypes.ReasonAcquiring:
 		a.kind = refusedAcquiring
+	case rpctypes.ReasonPermissionDenied:
+		a.kind = refusedPermission
 	default:
-		a.kind, a.reason = unexpected, ReasonUnexpectedError
+		a.kind = refusedOther
 	}
 	return a
 }

@@ -50,8 +50,12 @@ func TestDecode(t *testing.T) {
 			err: refusalErr(rpctypes.ReasonAcquiring, testWest, 9, 1500*time.Millisecond), want: refusedAcquiring,
 			wantHolder: testWest, wantRetryAfter: 1500 * time.Millisecond, wantReason: rpctypes.ReasonAcquiring,
 		},
-		"an unknown refusal reason is unexpected": {
-			err: refusalErr("CLUSTER_BANNED", testWest, 7, 0), want: unexpected, wantHolder: testWest, wantReason: ReasonUnexpectedError,
+		"another refusal keeps its reason": {
+			err: refusalErr(rpctypes.ReasonEpochStepTooLarge, testWest, 7, 0), want: refusedOther, wantHolder: testWest, wantReason: rpctypes.ReasonEpochStepTooLarge,
+		},
+		"PERMISSION_DENIED names this agent's identity": {
+			err:  rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, "may act only as west", map[string]string{rpctypes.MetadataIdentity: "spiffe://x/east"}),
+			want: refusedPermission, wantReason: rpctypes.ReasonPermissionDenied,
 		},
 		"ErrorInfo of another domain is unexpected": {
 			err: otherDomain.Err(), want: unexpected, wantReason: ReasonUnexpectedError,

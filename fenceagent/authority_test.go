@@ -185,7 +185,7 @@ func TestTakeoverWithReachableHolder(t *testing.T) {
 	if westActive.Token <= eastActive.Token {
 		t.Errorf("west's token %d is not above east's %d", westActive.Token, eastActive.Token)
 	}
-	released := slices.ContainsFunc(eastAgent.logs.all(), func(l logLine) bool { return strings.HasPrefix(l.Msg, "released the fence") })
+	released := slices.ContainsFunc(eastAgent.logs.all(), func(l logLine) bool { return strings.HasPrefix(l.Msg, "fence released") })
 	if !released {
 		t.Error("east did not release the fence")
 	}
@@ -344,7 +344,7 @@ func TestEveryPodOfTheHolderHoldsALease(t *testing.T) {
 			t.Errorf("east/1 unknown because %s, want %s", lapsed.Reason, ReasonLeaseExpired)
 		}
 		waitStatus(t, east2.ClusterFence, fencestate.Fenced)
-		if !slices.ContainsFunc(east2.logs.all(), func(l logLine) bool { return strings.HasPrefix(l.Msg, "released the fence") }) {
+		if !slices.ContainsFunc(east2.logs.all(), func(l logLine) bool { return strings.HasPrefix(l.Msg, "fence released") }) {
 			t.Error("east/2 did not release its lease")
 		}
 		iActive, _ := log.first("east/1", fencestate.Active, 0)
@@ -381,4 +381,47 @@ func TestEveryPodOfTheHolderHoldsALease(t *testing.T) {
 			t.Errorf("the authority's leases of east: %v, want %v", leases, want)
 		}
 	})
+}
+
+// TestShortLeaseDoesNotFlap: an authority run with a lease much shorter
+// than the agent's declare interval (3s against 5s, less a margin of 2s)
+// must not make the holder lapse between heartbeats. With renewals every
+// declare interval it was active for about one second in five; the agent
+// renews at a third of lease TTL − margin instead. The machine is kept busy
+// meanwhile, as a loaded node would be.
+func TestShortLeaseDoesNotFlap(t *testing.T) {
+	srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: 3 * time.Second, Quiet: true})
+	log := &storeLog{}
+	agent := runAgent(t, srv.Addr, log, east, func(o *Options) {
+		o.DeclareInterval, o.DeclareTimeout, o.LeaseMargin = DefaultDeclareInterval, DefaultDeclareTimeout, DefaultLeaseMargin
+	})
+	waitStatus(t, agent.ClusterFence, fencestate.Active)
+
+	busy, stopBusy := context.WithCancel(context.Background())
+	defer stopBusy()
+	for range 4 {
+		go func() {
+			for busy.Err() == nil {
+				for i := 0; i < 1e6; i++ {
+					_ = i * i
+				}
+			}
+		}()
+	}
+	// Three full declare intervals: the old agent lapsed in each of them.
+	var lapses []string
+	deadline := time.Now().Add(3 * DefaultDeclareInterval)
+	for time.Now().Before(deadline) {
+		if s := agent.Status(); s.Status != fencestate.Active {
+			lapses = append(lapses, fmt.Sprintf("%s (%s)", s.Status, s.Reason))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopBusy()
+	if len(lapses) > 0 {
+		t.Errorf("the holder lapsed %d times in %s: %v", len(lapses), 3*DefaultDeclareInterval, lapses)
+	}
+	if got := testutil.ToFloat64(agent.metrics.transitions.WithLabelValues(string(fencestate.Active), string(fencestate.Unknown))); got != 0 {
+		t.Errorf("%v transitions from active to unknown, want none", got)
+	}
 }

@@ -104,6 +104,7 @@ func TestDialTLS(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = conn.Close() })
 			ta := newTestAgent(t, fencev1.NewFenceServiceClient(conn), func(o *Options) { o.DeclareTimeout = 2 * time.Second })
+			ta.startManual(t)
 
 			s, err := ta.Check(context.Background())
 			if tc.wantActive {

@@ -2,12 +2,21 @@
 // authority, tracks the answer, writes it as data.fence for the policies, and
 // signals every fence transition.
 //
-// A ClusterFence declares at start, every declare interval (jittered below
-// it) and at once on every WatchFence event, each call bounded by the declare
-// timeout. Results carry sequence numbers: one older than the newest applied
+// One goroutine, the loop that Start runs (loop.go), owns the agent's state
+// as typed standings (of its lease, of data.fence) beside the fence state
+// itself; declarations and releases run in goroutines of their own and send
+// the loop their results, the watch sends it its events, and Check sends it
+// its waits. The loop alone writes data.fence, under no lock.
+//
+// A ClusterFence declares at start, every renewal interval (the earlier of
+// the declare interval and a third of lease TTL − margin, jittered below
+// it) and at once on every WatchFence event, each call bounded by the
+// declare timeout. Results carry sequence numbers: one older than the newest applied
 // result is dropped, so a slow call never overwrites a newer answer. Answers
 // map to a fencestate.Status (OK → active, the authority's ErrorInfo reasons
-// → fenced, epoch_regressed or acquiring, Unimplemented → unsupported);
+// → fenced, epoch_regressed or acquiring, PERMISSION_DENIED and other
+// refusals → unknown with the authority's reason, Unimplemented →
+// unsupported);
 // transient gRPC errors keep the last status, retried with backoff, until it
 // expires. Being active is valid until send time + lease TTL − margin, and a
 // local timer turns it to unknown when that passes without renewal, whether

@@ -448,3 +448,22 @@ func waitStatus(t testing.TB, c *ClusterFence, s fencestate.Status) fencestate.S
 }
 
 var errStoreDown = errors.New("policy store unavailable")
+
+// startManual runs the agent without heartbeats or a watch: the test sends
+// every declaration itself, with declare.
+func (ta *testAgent) startManual(t testing.TB) (stop func()) {
+	ta.heartbeats = false
+	return ta.start(t)
+}
+
+// declare asks the running agent for one declaration and waits until it
+// ended.
+func (ta *testAgent) declare(ctx context.Context) outcome {
+	reply := make(chan outcome, 1)
+	select {
+	case ta.requests <- request{declare: reply}:
+	case <-ctx.Done():
+		return outcome{err: ctx.Err()}
+	}
+	return <-reply
+}

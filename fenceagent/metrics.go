@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"status"}),
 		declarations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_fence_declarations_total",
-			Help: "Epoch declarations to the fence authority, by result (ok, fenced, epoch_regressed, acquiring, unsupported, transient, error).",
+			Help: "Epoch declarations to the fence authority, by result (ok, fenced, epoch_regressed, acquiring, permission_denied, refused, unsupported, transient, error).",
 		}, []string{"result"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fencegate_fence_declaration_duration_seconds",
@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, s := range allStatuses {
 		m.status.WithLabelValues(string(s))
 	}
-	for _, k := range []answerKind{granted, refusedFenced, refusedRegressed, refusedAcquiring, unsupported, transient, unexpected} {
+	for _, k := range answerKinds {
 		m.declarations.WithLabelValues(k.result())
 	}
 	if reg == nil {

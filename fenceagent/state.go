@@ -53,6 +53,15 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 		s.Message = fmt.Sprintf("cluster %s is taking the fence over from %s; it becomes active when %s releases the fence or its lease ends (in about %s)",
 			describe(r.self), describe(a.holder), a.holder.Name, a.retryAfter)
 		return s, sent.Add(stale)
+	case refusedPermission:
+		s.Status, s.Holder, s.LastSuccessNS = fencestate.Unknown, cur.Holder, sent.UnixNano()
+		s.Message = fmt.Sprintf("the fence authority refuses identity %q: %s. Cluster %s does not act as holder until the authority's authorization file lets this identity declare as %s",
+			a.identity, statusMessage(a.err), describe(r.self), r.self.Name)
+		return s, time.Time{}
+	case refusedOther:
+		s.Status, s.Holder, s.LastSuccessNS = fencestate.Unknown, cur.Holder, sent.UnixNano()
+		s.Message = fmt.Sprintf("the fence authority refused cluster %s's declaration, which does not act as holder: %s", describe(r.self), statusMessage(a.err))
+		return s, time.Time{}
 	case unsupported:
 		s.Status, s.Holder = fencestate.Unsupported, fencestate.Cluster{}
 		s.Message = fmt.Sprintf("the fence authority does not implement the fence protocol (fencegate.fence.v1.FenceService); point the agent at a fencegate authority. This cluster stays fenced. Authority: %s", statusMessage(a.err))
@@ -104,6 +113,9 @@ func (r rules) regressedMessage(a answer) string {
 }
 
 func (r rules) fencedMessage(a answer) string {
+	if a.fenceReason == rpctypes.FenceReasonRevoked {
+		return fmt.Sprintf("cluster %s's lease of the fence was revoked: it stops acting as holder and releases the fence. Authority: %s", describe(r.self), statusMessage(a.err))
+	}
 	if a.holder.UID == r.self.UID {
 		return fmt.Sprintf("cluster %s held the fence, but a cluster with a higher epoch is taking it over: this cluster stops acting as holder and releases the fence. To keep it active instead, raise its epoch above the new one", describe(r.self))
 	}

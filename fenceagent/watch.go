@@ -35,7 +35,7 @@ func (c *ClusterFence) watch(ctx context.Context) {
 		}
 		c.metrics.watchRetries.Inc()
 		if working {
-			c.log.Info("fence watch ended; reconnecting (heartbeats go on meanwhile)", "error", err)
+			c.log.Info("fence watch ended; reconnecting", "error", err, "note", "heartbeats go on meanwhile")
 			working = false
 		}
 		timer := c.opts.Clock.NewTimer(retry.NextBackOff())
@@ -64,13 +64,10 @@ func (c *ClusterFence) watchOnce(ctx context.Context, onEvent func()) error {
 			return err
 		}
 		onEvent()
-		if ttl := ev.GetFence().GetLeaseTtl().AsDuration(); ttl > 0 {
-			c.leaseTTL.Store(int64(ttl))
-		}
 		select {
-		case c.trigger <- struct{}{}:
+		case c.watched <- ev.GetFence().GetLeaseTtl().AsDuration():
 		default:
-			// A declaration is already requested; it will see this
+			// A declaration is already asked for; it will see this
 			// change too.
 		}
 	}

@@ -80,7 +80,7 @@ func Compile(f File) (*Policy, error) {
 			errs = append(errs, fmt.Errorf("%s: identity is empty", where))
 		}
 		if err := rpctypes.ValidateClusterName(b.Cluster); err != nil {
-			errs = append(errs, fmt.Errorf("%s (%s): %v", where, b.Identity, err))
+			errs = append(errs, fmt.Errorf("%s (%s): %w", where, b.Identity, err))
 		}
 		if len(b.Domains) == 0 {
 			errs = append(errs, fmt.Errorf(`%s (%s): domains is empty: list the domains it may act in, or ["*"] for all`, where, b.Identity))
@@ -90,7 +90,7 @@ func Compile(f File) (*Policy, error) {
 				continue
 			}
 			if err := rpctypes.ValidateDomain(d); err != nil {
-				errs = append(errs, fmt.Errorf("%s (%s): %v", where, b.Identity, err))
+				errs = append(errs, fmt.Errorf("%s (%s): %w", where, b.Identity, err))
 			}
 		}
 		if prev, dup := p.clusters[b.Identity]; dup && b.Identity != "" {
