@@ -471,6 +471,7 @@ func (c *ClusterFence) commit(next fencestate.State, expires time.Time) bool {
 	}
 	c.written = c.written || err == nil
 	c.current.Store(&next)
+	c.metrics.setFence(next)
 	switch {
 	case prev.Status != next.Status:
 		c.transition(prev, next)
