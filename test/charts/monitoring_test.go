@@ -173,6 +173,16 @@ func TestMonitoringObjects(t *testing.T) {
 		"fencegate-authority": {
 			chart: authorityChart, name: authorityName, metricsService: authorityName + "-headless",
 			check: func(t *testing.T, r rendered, sm serviceMonitor, np networkingv1.NetworkPolicy) {
+				// Its series carry the domain they are about; a fixed one
+				// from the scrape would rename theirs.
+				if got := sm.targetLabels(); len(got) != 0 {
+					t.Errorf("relabelings set %v on the authority's series, want none", got)
+				}
+				var sts appsv1.StatefulSet
+				r.get(t, "StatefulSet", authorityName, &sts)
+				if pods := sts.Spec.Template.Labels; !isSubset(np.Spec.PodSelector.MatchLabels, pods) {
+					t.Errorf("the NetworkPolicy selects %v, not the authority's pods %v", np.Spec.PodSelector.MatchLabels, pods)
+				}
 				rules := ingressByPort(np)
 				var cidrs []string
 				selectors := 0
