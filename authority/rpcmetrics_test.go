@@ -9,16 +9,22 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority"
+	"github.com/fencegate/fencegate/authority/authz"
 )
 
-func TestRPCMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	svc, err := authority.New(embeddedEtcd(t), authority.Options{Registerer: reg, Logger: testr.New(t)})
+// serveWithRPCMetrics runs an authority over client with its RPC metrics
+// on reg and guard, until the test ends, and returns a client of it.
+func serveWithRPCMetrics(t *testing.T, client *clientv3.Client, reg *prometheus.Registry, guard *authz.Guard) fencev1.FenceServiceClient {
+	t.Helper()
+	svc, err := authority.New(client, authority.Options{Registerer: reg, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,22 +32,13 @@ func TestRPCMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every method and code is exported before the first call.
-	before, err := testutil.GatherAndCount(reg, "fencegate_authority_grpc_server_handled_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := len(fencev1.FenceService_ServiceDesc.Methods) + len(fencev1.FenceService_ServiceDesc.Streams); before != want*17 {
-		t.Errorf("%d handled series before any call, want %d methods × 17 codes", before, want)
-	}
-
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- authority.NewServer(svc, rpc.ServerOptions()...).Serve(ctx, lis) }()
+	go func() { served <- authority.NewServer(svc, guard, rpc.ServerOptions()...).Serve(ctx, lis) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil {
@@ -53,7 +50,33 @@ func TestRPCMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	client := fencev1.NewFenceServiceClient(conn)
+	return fencev1.NewFenceServiceClient(conn)
+}
+
+func TestRPCMetrics(t *testing.T) {
+	etcd := embeddedEtcd(t)
+	open := prometheus.NewRegistry()
+	// Every method and code is exported before the first call.
+	client := serveWithRPCMetrics(t, etcd, open, nil)
+	before, err := testutil.GatherAndCount(open, "fencegate_authority_grpc_server_handled_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(fencev1.FenceService_ServiceDesc.Methods) + len(fencev1.FenceService_ServiceDesc.Streams); before != want*17 {
+		t.Errorf("%d handled series before any call, want %d methods × 17 codes", before, want)
+	}
+	// A replica whose authorization file names no one: it refuses every
+	// plaintext call, which has no identity.
+	guarded := prometheus.NewRegistry()
+	nobody, err := authz.Parse([]byte("clusters: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := authz.NewGuard(authz.GuardOptions{Policy: func() *authz.Policy { return nobody }, Logger: testr.New(t), Registerer: guarded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := serveWithRPCMetrics(t, etcd, guarded, guard)
 
 	call, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -69,29 +92,34 @@ func TestRPCMetrics(t *testing.T) {
 	if _, err := watch.Recv(); err != nil {
 		t.Fatalf("watch snapshot: %v", err)
 	}
+	if _, err := refusing.DeclareClusterEpoch(call, declareReq("", "east", 1)); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("the guarded replica answered %v, want PermissionDenied", err)
+	}
 
 	tests := map[string]struct {
+		reg          *prometheus.Registry
 		method, code string
 		want         float64
 	}{
-		"declarations granted and renewed": {"DeclareClusterEpoch", "OK", 2},
-		"declaration refused":              {"DeclareClusterEpoch", "FailedPrecondition", 1},
-		"declaration invalid":              {"DeclareClusterEpoch", "InvalidArgument", 1},
-		"get of a bad domain":              {"GetFence", "InvalidArgument", 1},
-		"no release made":                  {"ReleaseFence", "OK", 0},
-		"the watch has not ended":          {"WatchFence", "OK", 0},
+		"declarations granted and renewed":       {open, "DeclareClusterEpoch", "OK", 2},
+		"declaration refused":                    {open, "DeclareClusterEpoch", "FailedPrecondition", 1},
+		"declaration invalid":                    {open, "DeclareClusterEpoch", "InvalidArgument", 1},
+		"get of a bad domain":                    {open, "GetFence", "InvalidArgument", 1},
+		"no release made":                        {open, "ReleaseFence", "OK", 0},
+		"the watch has not ended":                {open, "WatchFence", "OK", 0},
+		"the guard's refusal, counted before it": {guarded, "DeclareClusterEpoch", "PermissionDenied", 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := rpcsHandled(t, reg, tc.method, tc.code); got != tc.want {
+			if got := rpcsHandled(t, tc.reg, tc.method, tc.code); got != tc.want {
 				t.Errorf("handled{%s, %s} = %v, want %v", tc.method, tc.code, got, tc.want)
 			}
 		})
 	}
-	if n, err := testutil.GatherAndCount(reg, "fencegate_authority_grpc_server_handling_seconds"); err != nil || n == 0 {
+	if n, err := testutil.GatherAndCount(open, "fencegate_authority_grpc_server_handling_seconds"); err != nil || n == 0 {
 		t.Errorf("no RPC latency recorded: %d series, %v", n, err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "fencegate_authority_grpc_server_msg_sent_total"); err != nil || n == 0 {
+	if n, err := testutil.GatherAndCount(open, "fencegate_authority_grpc_server_msg_sent_total"); err != nil || n == 0 {
 		t.Errorf("no stream messages counted: %d series, %v", n, err)
 	}
 }

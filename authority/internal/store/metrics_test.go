@@ -33,11 +33,11 @@ func TestHolderLeaseExpiryGauge(t *testing.T) {
 		apply   func() error
 		want    time.Time // the zero time: 0, no holder
 	}{
-		{"first grant to east/a", 0, func() error { _, err := s.Declare(ctx, instance(decl("east", 1), "a")); return err }, start.Add(time.Minute)},
-		{"east/b declares later", 10 * time.Second, func() error { _, err := s.Declare(ctx, instance(decl("east", 1), "b")); return err }, start.Add(70 * time.Second)},
-		{"west is refused: nothing moves", 5 * time.Second, func() error { _, err := s.Declare(ctx, decl("west", 1)); return err }, start.Add(70 * time.Second)},
-		{"east/b releases: east/a's lease still runs", 0, func() error { _, _, err := s.Release(ctx, releaseOf(rel("east", 1), "b")); return err }, start.Add(time.Minute)},
-		{"east/a releases: no holder", 0, func() error { _, _, err := s.Release(ctx, releaseOf(rel("east", 1), "a")); return err }, time.Time{}},
+		{"first grant to east/a", 0, func() error { _, err := s.Declare(ctx, "default", instance(decl("east", 1), "a"), Actor{}); return err }, start.Add(time.Minute)},
+		{"east/b declares later", 10 * time.Second, func() error { _, err := s.Declare(ctx, "default", instance(decl("east", 1), "b"), Actor{}); return err }, start.Add(70 * time.Second)},
+		{"west is refused: nothing moves", 5 * time.Second, func() error { _, err := s.Declare(ctx, "default", decl("west", 1), Actor{}); return err }, start.Add(70 * time.Second)},
+		{"east/b releases: east/a's lease still runs", 0, func() error { _, _, err := s.Release(ctx, "default", releaseOf(rel("east", 1), "b"), Actor{}); return err }, start.Add(time.Minute)},
+		{"east/a releases: no holder", 0, func() error { _, _, err := s.Release(ctx, "default", releaseOf(rel("east", 1), "a"), Actor{}); return err }, time.Time{}},
 	}
 	for _, step := range steps {
 		clk.SetTime(clk.Now().Add(step.advance))
@@ -48,7 +48,7 @@ func TestHolderLeaseExpiryGauge(t *testing.T) {
 		if !step.want.IsZero() {
 			want = float64(step.want.Unix())
 		}
-		if got := testutil.ToFloat64(s.metrics.leaseExpiry.WithLabelValues(statemachine.DefaultDomain)); got != want {
+		if got := testutil.ToFloat64(s.metrics.leaseExpiry.WithLabelValues("default")); got != want {
 			t.Errorf("%s: holder lease expiry = %v, want %v", step.name, got, want)
 		}
 	}
