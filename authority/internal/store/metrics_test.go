@@ -36,8 +36,14 @@ func TestHolderLeaseExpiryGauge(t *testing.T) {
 		{"first grant to east/a", 0, func() error { _, err := s.Declare(ctx, "default", instance(decl("east", 1), "a"), Actor{}); return err }, start.Add(time.Minute)},
 		{"east/b declares later", 10 * time.Second, func() error { _, err := s.Declare(ctx, "default", instance(decl("east", 1), "b"), Actor{}); return err }, start.Add(70 * time.Second)},
 		{"west is refused: nothing moves", 5 * time.Second, func() error { _, err := s.Declare(ctx, "default", decl("west", 1), Actor{}); return err }, start.Add(70 * time.Second)},
-		{"east/b releases: east/a's lease still runs", 0, func() error { _, _, err := s.Release(ctx, "default", releaseOf(rel("east", 1), "b"), Actor{}); return err }, start.Add(time.Minute)},
-		{"east/a releases: no holder", 0, func() error { _, _, err := s.Release(ctx, "default", releaseOf(rel("east", 1), "a"), Actor{}); return err }, time.Time{}},
+		{"east/b releases: east/a's lease still runs", 0, func() error {
+			_, _, err := s.Release(ctx, "default", releaseOf(rel("east", 1), "b"), Actor{})
+			return err
+		}, start.Add(time.Minute)},
+		{"east/a releases: no holder", 0, func() error {
+			_, _, err := s.Release(ctx, "default", releaseOf(rel("east", 1), "a"), Actor{})
+			return err
+		}, time.Time{}},
 	}
 	for _, step := range steps {
 		clk.SetTime(clk.Now().Add(step.advance))
