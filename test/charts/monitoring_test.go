@@ -573,6 +573,7 @@ func TestMonitoringValuesAreChecked(t *testing.T) {
 		"scrape interval":           {fencegateChart, []string{"metrics.serviceMonitor.interval=30 seconds"}, "at '/metrics/serviceMonitor/interval'"},
 		"misspelt alert":            {fencegateChart, []string{"metrics.prometheusRule.alerts.fenceUnkown.for=1m"}, "additional properties 'fenceUnkown' not allowed"},
 		"error ratio above 1":       {fencegateChart, []string{"metrics.prometheusRule.alerts.admissionErrors.ratio=2"}, "at '/metrics/prometheusRule/alerts/admissionErrors/ratio'"},
+		"error ratio not a number":  {fencegateChart, []string{"metrics.prometheusRule.alerts.admissionErrors.ratio=1%"}, "'1%' does not match pattern"},
 		"unreachable after, in ms":  {fencegateChart, []string{"metrics.prometheusRule.alerts.authorityUnreachable.after=500ms"}, "at '/metrics/prometheusRule/alerts/authorityUnreachable/after'"},
 		"severity":                  {fencegateChart, []string{"metrics.prometheusRule.alerts.fenceUnknown.severity=page"}, "at '/metrics/prometheusRule/alerts/fenceUnknown/severity'"},
 		"runbook with an anchor":    {fencegateChart, []string{"metrics.prometheusRule.runbookURL=https://wiki.example.com/fencegate#alerts"}, "at '/metrics/prometheusRule/runbookURL'"},
