@@ -26,7 +26,7 @@ type metrics struct {
 	epoch        prometheus.Gauge
 	holder       *prometheus.GaugeVec
 	token        prometheus.Gauge
-	lastAnswer   prometheus.Gauge
+	lastAnswer   *prometheus.GaugeVec
 	// holderName is the holder label exported now.
 	holderName string
 }
@@ -74,10 +74,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_fence_token",
 			Help: "The fencing token of this cluster's grant while it holds the fence; 0 otherwise.",
 		}),
-		lastAnswer: prometheus.NewGauge(prometheus.GaugeOpts{
+		// No series before the first answer, so that an alert on its age
+		// does not fire for every process that has just started (the fence
+		// status says unknown meanwhile).
+		lastAnswer: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fencegate_fence_last_answer_timestamp_seconds",
-			Help: "When the last declaration that the fence authority answered (granted or refused) was sent, in Unix time; 0 before the first answer.",
-		}),
+			Help: "When the last declaration that the fence authority answered (a grant or a fence refusal) was sent, in Unix time; no series before the first answer.",
+		}, nil),
 	}
 	for _, s := range allStatuses {
 		m.status.WithLabelValues(string(s))
@@ -119,7 +122,9 @@ func (m *metrics) setStatus(s fencestate.Status) {
 func (m *metrics) setFence(s fencestate.State) {
 	m.epoch.Set(float64(s.Cluster.Epoch))
 	m.token.Set(float64(s.Token))
-	m.lastAnswer.Set(float64(s.LastSuccessNS) / float64(time.Second))
+	if s.LastSuccessNS != 0 {
+		m.lastAnswer.WithLabelValues().Set(float64(s.LastSuccessNS) / float64(time.Second))
+	}
 	// One holder series at a time. The new one is set before the old one
 	// goes, so that no scrape in between finds none.
 	if s.Holder.Name != "" {

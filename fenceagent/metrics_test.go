@@ -29,11 +29,10 @@ func TestSetFence(t *testing.T) {
 		want  string
 	}{
 		{
-			name:  "no answer yet: no holder known",
+			name:  "no answer yet: no holder, no answer time",
 			state: fencestate.State{Status: fencestate.Unknown, Cluster: east},
 			want: `
 fencegate_fence_epoch 1
-fencegate_fence_last_answer_timestamp_seconds 0
 fencegate_fence_token 0
 `,
 		},
@@ -84,7 +83,7 @@ fencegate_fence_token 0
 # TYPE fencegate_fence_epoch gauge
 # HELP fencegate_fence_holder_epoch The epoch of the cluster that holds the fence, labelled with its name, as this cluster last learned it; no series while no holder is known.
 # TYPE fencegate_fence_holder_epoch gauge
-# HELP fencegate_fence_last_answer_timestamp_seconds When the last declaration that the fence authority answered (granted or refused) was sent, in Unix time; 0 before the first answer.
+# HELP fencegate_fence_last_answer_timestamp_seconds When the last declaration that the fence authority answered (a grant or a fence refusal) was sent, in Unix time; no series before the first answer.
 # TYPE fencegate_fence_last_answer_timestamp_seconds gauge
 # HELP fencegate_fence_token The fencing token of this cluster's grant while it holds the fence; 0 otherwise.
 # TYPE fencegate_fence_token gauge
