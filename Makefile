@@ -29,7 +29,7 @@ build: ## Build bin/fencegate.
 
 .PHONY: tools
 tools: ## Build every pinned tool into .cache (once per version).
-	$(BUILD_TOOLS) kube etcd controller-gen buf protoc-gen golangci-lint helm opa
+	$(BUILD_TOOLS) kube etcd controller-gen buf protoc-gen golangci-lint helm opa promtool
 
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver, etcd and kubectl into .cache/bin.
@@ -65,7 +65,7 @@ lint: ## gofmt, go vet, golangci-lint, opa fmt and opa check.
 
 .PHONY: test
 test: ## Every test: generated files, lint, unit, Rego and end-to-end.
-	$(BUILD_TOOLS) kube etcd helm opa
+	$(BUILD_TOOLS) kube etcd helm opa promtool
 	$(MAKE) --no-print-directory verify-generate lint
 	$(GO_TEST) -race ./...
 

@@ -37,10 +37,11 @@ type Server struct {
 	health  *health.Server
 }
 
-// NewServer builds the gRPC server. Every call passes guard first, which
-// authorizes it and records who makes it; nil means a guard without a
-// policy, which allows every call. opts add transport credentials and the
-// like.
+// NewServer builds the gRPC server. Every call passes guard before its
+// handler, which authorizes it and records who makes it; nil means a guard
+// without a policy, which allows every call. opts add transport credentials
+// and the like; interceptors among them run before the guard, so that the
+// RPC metrics (RPCMetrics) count its refusals too.
 func NewServer(service *Service, guard *authz.Guard, opts ...grpc.ServerOption) *Server {
 	if guard == nil {
 		// Without a registerer it cannot fail to register.
@@ -50,7 +51,7 @@ func NewServer(service *Service, guard *authz.Guard, opts ...grpc.ServerOption) 
 		// Agents keep their connection open between heartbeats; let them
 		// probe it, but not more often than this.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}, guard.ServerOptions()...), opts...)
+	}, opts...), guard.ServerOptions()...)
 	s := &Server{service: service, grpc: grpc.NewServer(opts...), health: health.NewServer()}
 	fencev1.RegisterFenceServiceServer(s.grpc, service)
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -146,6 +146,9 @@ func New(opts Options) (*Engine, error) {
 		if err := opts.Registerer.Register(e.reloads); err != nil {
 			return nil, fmt.Errorf("register engine metrics: %w", err)
 		}
+		if err := opts.Registerer.Register(newPolicyCollector(e)); err != nil {
+			return nil, fmt.Errorf("register engine metrics: %w", err)
+		}
 	}
 	e.current.Store(snap)
 	status := e.activeStatus(p, e.clock.Now())

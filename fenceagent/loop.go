@@ -497,6 +497,7 @@ func (l *loop) commit(next fencestate.State, expires time.Time) bool {
 	}
 	l.state = next
 	l.c.current.Store(&next)
+	l.c.metrics.setFence(next)
 	switch {
 	case prev.Status != next.Status:
 		l.transition(prev, next)

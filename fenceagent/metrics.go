@@ -3,6 +3,7 @@ package fenceagent
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +23,12 @@ type metrics struct {
 	watchRetries prometheus.Counter
 	writeErrors  prometheus.Counter
 	checkWaiters prometheus.Gauge
+	epoch        prometheus.Gauge
+	holder       *prometheus.GaugeVec
+	token        prometheus.Gauge
+	lastAnswer   *prometheus.GaugeVec
+	// holderName is the holder label exported now.
+	holderName string
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -55,6 +62,25 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_fence_check_waiters",
 			Help: "Callers waiting for the fence authority's first answer (they share one declaration).",
 		}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencegate_fence_epoch",
+			Help: "The epoch this cluster declares.",
+		}),
+		holder: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencegate_fence_holder_epoch",
+			Help: "The epoch of the cluster that holds the fence, labelled with its name, as this cluster last learned it; no series while no holder is known.",
+		}, []string{"holder"}),
+		token: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencegate_fence_token",
+			Help: "The fencing token of this cluster's grant while it holds the fence; 0 otherwise.",
+		}),
+		// No series before the first answer, so that an alert on its age
+		// does not fire for every process that has just started (the fence
+		// status says unknown meanwhile).
+		lastAnswer: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencegate_fence_last_answer_timestamp_seconds",
+			Help: "When the last declaration that the fence authority answered (a grant or a fence refusal) was sent, in Unix time; no series before the first answer.",
+		}, nil),
 	}
 	for _, s := range allStatuses {
 		m.status.WithLabelValues(string(s))
@@ -66,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.status, m.declarations, m.duration, m.transitions, m.watchRetries, m.writeErrors, m.checkWaiters} {
+	for _, c := range []prometheus.Collector{m.status, m.declarations, m.duration, m.transitions, m.watchRetries, m.writeErrors, m.checkWaiters, m.epoch, m.holder, m.token, m.lastAnswer} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
@@ -86,4 +112,26 @@ func (m *metrics) setStatus(s fencestate.Status) {
 		}
 		m.status.WithLabelValues(string(each)).Set(v)
 	}
+}
+
+// setFence exports what a state says about the fence beyond the status:
+// this cluster's epoch, the holder, the token and when the authority last
+// answered, so that a dashboard shows who holds the fence as each cluster
+// sees it and an alert sees an authority that stopped answering. The agent
+// calls it with its lock held, once per committed state.
+func (m *metrics) setFence(s fencestate.State) {
+	m.epoch.Set(float64(s.Cluster.Epoch))
+	m.token.Set(float64(s.Token))
+	if s.LastSuccessNS != 0 {
+		m.lastAnswer.WithLabelValues().Set(float64(s.LastSuccessNS) / float64(time.Second))
+	}
+	// One holder series at a time. The new one is set before the old one
+	// goes, so that no scrape in between finds none.
+	if s.Holder.Name != "" {
+		m.holder.WithLabelValues(s.Holder.Name).Set(float64(s.Holder.Epoch))
+	}
+	if m.holderName != "" && m.holderName != s.Holder.Name {
+		m.holder.DeleteLabelValues(m.holderName)
+	}
+	m.holderName = s.Holder.Name
 }

@@ -235,7 +235,12 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 	}
 	monitor.service.Store(svc)
 
-	var grpcOpts []grpc.ServerOption
+	// The RPC metrics' interceptors come first, so they count every call.
+	rpcMetrics, err := authority.NewRPCMetrics(reg)
+	if err != nil {
+		return fail(err)
+	}
+	grpcOpts := rpcMetrics.ServerOptions()
 	if o.tls.Enabled() {
 		cfg, watcher, err := tlsutil.Server(o.tls)
 		if err != nil {

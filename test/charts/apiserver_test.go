@@ -60,9 +60,14 @@ func TestChartsOnAnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, cp, stubs, "apply", "-f", "-")
+	kubectl(t, cp, nil, "apply", "-f", filepath.Join("testdata", "prometheus-operator-crds.yaml"))
+	// Grafana's namespace, where ci/monitoring-values.yaml puts the
+	// dashboard.
+	kubectl(t, cp, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: monitoring}\n"), "apply", "-f", "-")
 	kubectl(t, cp, nil, "apply", "-f", filepath.Join(h.chartDir(fencegateChart), "crds"))
 	kubectl(t, cp, nil, "wait", "--for=condition=Established", "--timeout=30s",
-		"crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/components.components.fencegate.dev")
+		"crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/components.components.fencegate.dev",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 
 	t.Run("server-side dry run of every values file", func(t *testing.T) { testDryRun(t, h, cp) })
 	t.Run("the helm test script", func(t *testing.T) { testHelmTestScript(t, h, cp) })

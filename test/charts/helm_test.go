@@ -46,10 +46,7 @@ func newHelm(t *testing.T) *helmTool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(root, ".cache", "bin", "helm")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("helm is not built (run `hack/build-tools.sh helm`, which `make test` does): %v", err)
-	}
+	bin := toolPath(t, root, "helm")
 	home := t.TempDir()
 	return &helmTool{
 		bin: bin, root: root, home: home,
@@ -59,6 +56,21 @@ func newHelm(t *testing.T) *helmTool {
 			"HELM_DATA_HOME="+filepath.Join(home, "data"),
 		),
 	}
+}
+
+// toolPath returns the path of a pinned tool: in $FENCEGATE_TEST_ASSETS,
+// where make puts the tool cache, or else in the repository's .cache/bin.
+func toolPath(t *testing.T, root, name string) string {
+	t.Helper()
+	dir := os.Getenv(cluster.AssetsEnv)
+	if dir == "" {
+		dir = filepath.Join(root, ".cache", "bin")
+	}
+	bin := filepath.Join(dir, name)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is not built (run `hack/build-tools.sh %s`, which `make test` does): %v", name, name, err)
+	}
+	return bin
 }
 
 // chartDir is the path of a chart in the repository.

@@ -171,6 +171,10 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 // configPath is the file of data.fencegate.config every fencegate reads.
 func (s *Stack) configPath() string { return filepath.Join(s.Dir, "config", "config.yaml") }
 
+// AuthorityMetricsAddress is the address of the authority's /metrics,
+// /healthz and /readyz.
+func (s *Stack) AuthorityMetricsAddress() string { return s.authorityHealth }
+
 // Cluster returns the named cluster; it panics on a name the stack does not
 // have, which is a bug in the caller.
 func (s *Stack) Cluster(name string) *Cluster {

@@ -2,8 +2,11 @@ package store
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencegate/fencegate/authority/statemachine"
 )
 
 // metrics are the store's Prometheus metrics.
@@ -12,6 +15,7 @@ type metrics struct {
 	retries     *prometheus.CounterVec
 	grants      *prometheus.CounterVec
 	token       *prometheus.GaugeVec
+	leaseExpiry *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,11 +37,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_authority_fence_token",
 			Help: "The current fencing token of each domain's holder, as last seen by this authority.",
 		}, []string{"domain"}),
+		// An alert on "no holder" compares it with the time: it needs no
+		// state of its own and holds across replicas (the highest wins).
+		leaseExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencegate_authority_holder_lease_expiry_timestamp_seconds",
+			Help: "When the lease of each domain's holder ends unless renewed (Unix time), as last committed by this authority; 0 once every instance of the holder released. Past it the domain has no holder.",
+		}, []string{"domain"}),
 	}
-	for _, c := range []prometheus.Collector{m.txnDuration, m.retries, m.grants, m.token} {
+	for _, c := range []prometheus.Collector{m.txnDuration, m.retries, m.grants, m.token, m.leaseExpiry} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register store metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// observeHolder records the holder of a domain's committed record.
+func (m *metrics) observeHolder(domain string, h *statemachine.Holder) {
+	m.token.WithLabelValues(domain).Set(float64(h.Token))
+	expiry := 0.0
+	if !h.Released {
+		expiry = float64(h.LeaseExpiresAt) / float64(time.Second)
+	}
+	m.leaseExpiry.WithLabelValues(domain).Set(expiry)
 }

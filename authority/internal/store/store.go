@@ -341,7 +341,7 @@ func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, 
 	}
 	entry.cached = &committed
 	if h := committed.State.Holder; ok && h != nil {
-		s.metrics.token.WithLabelValues(domain).Set(float64(h.Token))
+		s.metrics.observeHolder(domain, h)
 	}
 	return committed, ok, nil
 }
