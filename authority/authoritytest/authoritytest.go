@@ -2,6 +2,7 @@ package authoritytest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"path/filepath"
@@ -12,13 +13,16 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/utils/clock"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority"
+	"github.com/fencegate/fencegate/authority/authz"
 	"github.com/fencegate/fencegate/authority/etcdbackend"
 )
 
@@ -36,6 +40,18 @@ type Options struct {
 	// them to the test. A benchmark's are always discarded: it prints
 	// everything it logs, which would bury the figures.
 	Quiet bool
+	// TLS, if set, serves TLS with it (ClientCAs and ClientAuth for mTLS);
+	// reach it with ClientTLS.
+	TLS *tls.Config
+	// AuthorizationFile, if set, authorizes every call by the file, which
+	// is reloaded when it changes; it needs mTLS.
+	AuthorizationFile string
+	// MaxEpochStep and HistoryLimit are the authority's settings; 0 means
+	// their defaults.
+	MaxEpochStep uint64
+	HistoryLimit int
+	// Registerer receives the authority's metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
 }
 
 // Server is a running fence authority.
@@ -49,6 +65,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	running *instance
+	// registered is set once the authority's metrics went to
+	// Options.Registerer.
+	registered bool
 }
 
 // instance is one run of the authority, between a start and a stop.
@@ -112,8 +131,20 @@ func (s *Server) Restart(t testing.TB) {
 // ends. It reconnects quickly after a Restart.
 func (s *Server) Client(t testing.TB) fencev1.FenceServiceClient {
 	t.Helper()
+	return s.dial(t, insecure.NewCredentials())
+}
+
+// ClientTLS returns a client of an authority started with Options.TLS,
+// presenting what cfg holds (a client certificate for mTLS).
+func (s *Server) ClientTLS(t testing.TB, cfg *tls.Config) fencev1.FenceServiceClient {
+	t.Helper()
+	return s.dial(t, credentials.NewTLS(cfg))
+}
+
+func (s *Server) dial(t testing.TB, creds credentials.TransportCredentials) fencev1.FenceServiceClient {
+	t.Helper()
 	conn, err := grpc.NewClient(s.Addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
 			MinConnectTimeout: 5 * time.Second,
@@ -134,19 +165,50 @@ func (s *Server) start(lis net.Listener) error {
 		_ = lis.Close()
 		return err
 	}
+	// A restart registers the metrics again: on a registry of its own.
+	reg := s.opts.Registerer
+	if s.registered || reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s.registered = true
 	svc, err := authority.New(e.Client(), authority.Options{
-		LeaseTTL: s.opts.LeaseTTL,
-		Clock:    s.opts.Clock,
-		Logger:   s.log,
+		LeaseTTL:     s.opts.LeaseTTL,
+		MaxEpochStep: s.opts.MaxEpochStep,
+		HistoryLimit: s.opts.HistoryLimit,
+		Clock:        s.opts.Clock,
+		Logger:       s.log,
+		Registerer:   reg,
 	})
-	if err != nil {
+	fail := func(err error) error {
 		_ = lis.Close()
 		e.Close()
 		return err
 	}
+	if err != nil {
+		return fail(err)
+	}
 	run, stop := context.WithCancel(context.Background())
+	guardOpts := authz.GuardOptions{Logger: s.log, Registerer: reg}
+	if s.opts.AuthorizationFile != "" {
+		source, err := authz.NewSource(s.opts.AuthorizationFile, authz.SourceOptions{Logger: s.log, Registerer: reg})
+		if err != nil {
+			stop()
+			return fail(err)
+		}
+		go func() { _ = source.Start(run) }()
+		guardOpts.Policy = source.Policy
+	}
+	guard, err := authz.NewGuard(guardOpts)
+	if err != nil {
+		stop()
+		return fail(err)
+	}
+	var grpcOpts []grpc.ServerOption
+	if s.opts.TLS != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	}
 	inst := &instance{etcd: e, stop: stop, serve: make(chan error, 1)}
-	srv := authority.NewServer(svc, nil)
+	srv := authority.NewServer(svc, guard, grpcOpts...)
 	go func() { inst.serve <- srv.Serve(run, lis) }()
 	s.mu.Lock()
 	s.running = inst

@@ -354,6 +354,11 @@ func FuzzSequence(f *testing.F) {
 	// A rollout: east's new pod raises the epoch, the old pod is
 	// regressed and releases at its own epoch, then west takes over.
 	f.Add([]byte{3, 4, 0, 6, 8, 1, 3, 4, 1, 5, 4, 0, 0, 13, 1, 6, 8, 1, 8, 8, 0, 0, 13, 0})
+	// East holds; an operator revokes every lease of east; west takes over
+	// and must wait for east's lease; the operator forgets a cluster.
+	f.Add([]byte{0, 4, 0, 240, 4, 1, 0, 9, 1, 0, 9, 20, 0, 9, 20, 242, 1, 0})
+	// An operator revokes one instance of two; the other renews.
+	f.Add([]byte{3, 4, 0, 6, 4, 1, 241, 4, 1, 3, 4, 1, 6, 4, 1, 0, 9, 10, 0, 9, 40})
 	machine := Machine{LeaseTTL: ttl}
 	f.Fuzz(func(t *testing.T, steps []byte) {
 		var s State
@@ -371,8 +376,21 @@ func FuzzSequence(f *testing.F) {
 			instance := seqInstances[int(op/3)%len(seqInstances)]
 			p := process{c, instance}
 			before := s.Clone()
-			switch op % 3 {
-			case 0, 1:
+			switch {
+			case op >= 240:
+				// An operator: revokes one instance's lease or every
+				// lease of c, or forgets c. Neither may let the fence
+				// move before the leases its instances believe in
+				// ended; the checks after grants say so.
+				next := operatorStep(t, machine, s, op, c, instance, now)
+				if !reflect.DeepEqual(s, before) {
+					t.Fatalf("step %d: the operator's step changed the state it was given", i/3)
+				}
+				s = next
+				if _, known := s.Clusters[c.UID]; !known {
+					delete(highest, c.UID)
+				}
+			case op%3 != 2:
 				d := Declaration{Cluster: c, Epoch: epoch, Instance: instance}
 				r, err := machine.Declare(s, d, now)
 				if !reflect.DeepEqual(s, before) {
@@ -441,4 +459,34 @@ func FuzzSequence(f *testing.F) {
 			}
 		}
 	})
+}
+
+// operatorStep applies an operator's action that op selects to s and
+// checks what the machine's answer says against the state.
+func operatorStep(t *testing.T, machine Machine, s State, op byte, c Identity, instance string, now time.Time) State {
+	t.Helper()
+	switch op % 3 {
+	case 0, 1:
+		r, err := machine.Revoke(s, Revocation{ClusterName: c.Name, Instance: instance, AllInstances: op%3 == 0, By: "operator"}, now)
+		if err != nil {
+			t.Fatalf("revoke %s: %v", c.Name, err)
+		}
+		if h := s.Holder; (h == nil || h.Name != c.Name) != (r.Outcome == RevokeNotHolder) {
+			t.Fatalf("revoke %s: %s with holder %+v", c.Name, r.Outcome, h)
+		}
+		if r.Outcome == Revoked && r.State.Holder.Free(At(now)) && !s.Holder.Free(At(now)) {
+			t.Fatalf("revoke %s made the holder free at once: a revocation must not shorten a lease", c.Name)
+		}
+		return r.State
+	default:
+		r, err := machine.Forget(s, Forgetting{Cluster: c}, now)
+		if err != nil {
+			t.Fatalf("forget %s: %v", c.Name, err)
+		}
+		inUse := s.Holder != nil && s.Holder.UID == c.UID || s.Pending != nil && s.Pending.UID == c.UID
+		if inUse && r.Outcome == Forgotten {
+			t.Fatalf("forgot %s while it holds the fence or is taking it over", c.Name)
+		}
+		return r.State
+	}
 }

@@ -190,7 +190,9 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		m.grant(&next, d, at)
 
 	case holder.Is(d.Cluster): // case 4
-		if l, ok := holder.Instances[d.Instance]; ok && l.Revoked || holder.Revoked && d.Epoch <= holder.RevokedEpoch {
+		// A revocation holds for the epochs it was made at; a higher one
+		// is an operator's new decision for this cluster.
+		if l, ok := holder.Instances[d.Instance]; ok && l.Revoked && d.Epoch <= l.Epoch || holder.Revoked && d.Epoch <= holder.RevokedEpoch {
 			// Neither renewed nor granted: the revoked leases run out,
 			// and the fence may then move.
 			answer.Outcome, answer.FenceReason = Fenced, LeaseRevoked

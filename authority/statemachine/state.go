@@ -100,7 +100,8 @@ type Lease struct {
 	// declaration clears it unless a takeover is pending.
 	Released bool `json:"released,omitempty"`
 	// Revoked is set once an operator revoked the lease: the instance can
-	// no longer renew it, but it lasts until ExpiresAt unless the
+	// no longer renew it at its epoch or below (a higher epoch is an
+	// operator's new decision), but it lasts until ExpiresAt unless the
 	// instance itself releases it, so that an instance cut off from the
 	// authority, which cannot hear of the revocation, stops acting as
 	// holder by its own clock before the fence can move.

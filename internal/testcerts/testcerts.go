@@ -6,12 +6,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,6 +30,16 @@ type CA struct {
 // Pair is a signed certificate and its private key, PEM encoded.
 type Pair struct {
 	CertPEM, KeyPEM []byte
+}
+
+// TLS returns the pair as a certificate for a tls.Config.
+func (p Pair) TLS() (tls.Certificate, error) { return tls.X509KeyPair(p.CertPEM, p.KeyPEM) }
+
+// Pool returns a pool that trusts the CA.
+func (ca *CA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return pool
 }
 
 // NewCA makes a CA valid for a day.
@@ -86,7 +98,24 @@ func (ca *CA) Client(commonName string) (Pair, error) {
 	return ca.sign(ca.template(commonName, x509.ExtKeyUsageClientAuth))
 }
 
+// ClientFor signs a client certificate that names identity: as its URI SAN
+// when it is a URI with a scheme (a SPIFFE ID), else as its DNS SAN; the
+// common name is the identity too.
+func (ca *CA) ClientFor(identity string) (Pair, error) {
+	tmpl := ca.template(identity, x509.ExtKeyUsageClientAuth)
+	if u, err := url.Parse(identity); err == nil && u.Scheme != "" {
+		tmpl.URIs = []*url.URL{u}
+	} else {
+		tmpl.DNSNames = []string{identity}
+	}
+	return ca.sign(tmpl)
+}
+
 func (ca *CA) template(commonName string, usage x509.ExtKeyUsage) *x509.Certificate {
+	if len(commonName) > 64 {
+		// The longest common name X.509 allows; the SAN holds the rest.
+		commonName = commonName[:64]
+	}
 	return &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: commonName},

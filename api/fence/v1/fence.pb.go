@@ -320,7 +320,8 @@ type InstanceLease struct {
 	LeaseExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=lease_expire_time,json=leaseExpireTime,proto3" json:"lease_expire_time,omitempty"`
 	// True once the instance released its lease.
 	Released bool `protobuf:"varint,4,opt,name=released,proto3" json:"released,omitempty"`
-	// True once an operator revoked the lease: it cannot be renewed.
+	// True once an operator revoked the lease: it cannot be renewed at its
+	// epoch or below.
 	Revoked       bool `protobuf:"varint,5,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
