@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/policies"
@@ -196,4 +198,28 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("enginetest: encode fixture: %v", err))
 	}
 	return b
+}
+
+// Reloads is the value of fencegate_policy_reloads_total{result} in g,
+// failing the test when the engine registered no such series.
+func Reloads(t testing.TB, g prometheus.Gatherer, result string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "fencegate_policy_reloads_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no metric fencegate_policy_reloads_total{result=%q}", result)
+	return 0
 }

@@ -119,7 +119,7 @@ func newWebhook(t testing.TB, state fencestate.State, ln net.Listener) (*webhook
 				t.Errorf("webhook server: %v", err)
 			}
 		})
-		waitServing(t, "https://"+ln.Addr().String()+webhook.PathHealthz, tlsCfg)
+		waitServing(t, "https://"+ln.Addr().String()+webhook.PathPolicyStatus, tlsCfg)
 	}
 	return s, tlsCfg
 }
