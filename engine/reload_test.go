@@ -135,7 +135,7 @@ func TestHotReload(t *testing.T) {
 		if got := enginetest.Reloads(t, reg, "error"); got != 1 {
 			t.Errorf("failed reloads = %v, want 1", got)
 		}
-		if !logs.contains("policy reload failed; the last good policies stay in force") || !logs.contains("broken.rego:4") {
+		if !logs.contains(`"msg"="policy reload failed"`) || !logs.contains(`"effect"="the last good policies stay in force"`) || !logs.contains("broken.rego:4") {
 			t.Errorf("the failure is not logged with the compiler's message: %q", logs.lines)
 		}
 	})
