@@ -156,7 +156,7 @@ func (s *Server) Start(ctx context.Context) error {
 			// HTTP/2 connection whose handshake ends after Shutdown began
 			// also keeps Shutdown waiting (golang/go#81153): that is no
 			// failure of the server, so it is logged, not returned.
-			s.log.Info("closing connections still open after the shutdown grace period", "reason", err.Error())
+			s.log.Info("shutdown grace period ended", "reason", err.Error(), "effect", "closing the connections still open")
 			return srv.Close()
 		}
 		return nil
