@@ -26,6 +26,7 @@ import (
 // against.
 type Reference struct {
 	store                storage.Store
+	modules              map[string][]byte
 	admission, reconcile rego.PreparedEvalQuery
 }
 
@@ -35,21 +36,43 @@ func NewReference(ctx context.Context, modules map[string][]byte, config map[str
 	if config == nil {
 		config = map[string]any{}
 	}
-	r := &Reference{store: inmem.NewFromObject(map[string]any{"fencegate": map[string]any{"config": config}})}
+	r := &Reference{
+		store:   inmem.NewFromObject(map[string]any{"fencegate": map[string]any{"config": config}}),
+		modules: modules,
+	}
 	var err error
-	if r.admission, err = r.prepare(ctx, "data.fencegate.admission.decision", modules); err != nil {
+	if r.admission, err = r.prepare(ctx, "data.fencegate.admission.decision"); err != nil {
 		return nil, err
 	}
-	if r.reconcile, err = r.prepare(ctx, "data.fencegate.reconcile.decision", modules); err != nil {
+	if r.reconcile, err = r.prepare(ctx, "data.fencegate.reconcile.decision"); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *Reference) prepare(ctx context.Context, query string, modules map[string][]byte) (rego.PreparedEvalQuery, error) {
+// Prepare compiles query (a document of the modules: data.system.main,
+// say) and returns what evaluates it with one AdmissionReview body as
+// input, as OPA's server answers a POST of the body to the document.
+func (r *Reference) Prepare(ctx context.Context, query string) (func(ctx context.Context, body []byte) (any, error), error) {
+	q, err := r.prepare(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, body []byte) (any, error) {
+		input, err := decodeJSON(body)
+		if err != nil {
+			return nil, fmt.Errorf("decode the AdmissionReview: %w", err)
+		}
+		var out any
+		err = r.eval(ctx, q, input, &out)
+		return out, err
+	}, nil
+}
+
+func (r *Reference) prepare(ctx context.Context, query string) (rego.PreparedEvalQuery, error) {
 	opts := []func(*rego.Rego){rego.Query(query), rego.Store(r.store)}
-	for _, name := range slices.Sorted(maps.Keys(modules)) {
-		opts = append(opts, rego.Module(name, string(modules[name])))
+	for _, name := range slices.Sorted(maps.Keys(r.modules)) {
+		opts = append(opts, rego.Module(name, string(r.modules[name])))
 	}
 	q, err := rego.New(opts...).PrepareForEval(ctx)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -186,11 +185,11 @@ func newBench(ctx context.Context, o options, root string, s *stack.Stack, say f
 		fence          fencestate.State
 		allowed        bool
 	}{{stateActive, "east", active, true}, {stateFenced, "west", fenced, false}} {
-		decider, err := newOracle(ctx, c.fence, config)
+		ref, err := newReference(ctx, c.fence, config)
 		if err != nil {
 			return b, err
 		}
-		want, err := expect(ctx, decider, b.reviews, c.allowed)
+		want, err := expect(ctx, ref, b.reviews, c.allowed)
 		if err != nil {
 			return b, fmt.Errorf("the %s cluster's expected answers: %w", c.state, err)
 		}
@@ -432,17 +431,3 @@ func (b *bench) stop() error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// cpuModel names the machine's processor, from /proc/cpuinfo.
-func cpuModel() string {
-	raw, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for line := range strings.Lines(string(raw)) {
-		if key, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(key) == "model name" {
-			return strings.TrimSpace(value)
-		}
-	}
-	return "unknown"
-}
