@@ -96,7 +96,7 @@ func ownedByOthers(comp *fencegatev1alpha1.Component, condType string) bool {
 				Conditions map[string]json.RawMessage `json:"f:conditions"`
 			} `json:"f:status"`
 		}
-		if json.Unmarshal(f.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(f.FieldsV1.GetRawBytes(), &fields) != nil {
 			return true // unreadable: removing by patch is always right
 		}
 		if _, ok := fields.Status.Conditions[key]; ok {

@@ -259,7 +259,7 @@ func (p pair) compare(body []byte) error {
 	want, wantErr := p.reference.Admit(context.Background(), body)
 	switch {
 	case (gotErr == nil) != (wantErr == nil):
-		return fmt.Errorf("errors differ: engine %v, reference %v", gotErr, wantErr)
+		return fmt.Errorf("errors differ: engine %w, reference %w", gotErr, wantErr)
 	case gotErr == nil && !reflect.DeepEqual(got.Decision, want):
 		return fmt.Errorf("decisions differ\nreference: %+v\nengine:    %+v", want, got.Decision)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// FloorCommand, as the first argument, runs the bench's own binary as the
+// FloorCommand is the first argument that runs the bench's own binary as the
 // floor server (ServeFloor); the bench starts it so.
 const FloorCommand = "serve-floor"
 
