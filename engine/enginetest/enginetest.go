@@ -200,26 +200,36 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// Reloads is the value of fencegate_policy_reloads_total{result} in g,
-// failing the test when the engine registered no such series.
+// Reloads is the value of fencegate_policy_reloads_total{result} in g.
 func Reloads(t testing.TB, g prometheus.Gatherer, result string) float64 {
+	t.Helper()
+	return Counter(t, g, "fencegate_policy_reloads_total", map[string]string{"result": result})
+}
+
+// Counter is the value of the counter name in g whose labels include
+// labels, failing the test when g has no such series.
+func Counter(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "fencegate_policy_reloads_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			matched := 0
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
+				if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+					matched++
 				}
+			}
+			if matched == len(labels) {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no metric fencegate_policy_reloads_total{result=%q}", result)
+	t.Fatalf("no metric %s%v", name, labels)
 	return 0
 }

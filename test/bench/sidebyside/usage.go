@@ -38,6 +38,19 @@ func process(pid int) (procfs.Proc, error) {
 	return fs.Proc(pid)
 }
 
+// allProcs lists the machine's processes.
+func allProcs() (procfs.Procs, error) {
+	fs, err := procFS()
+	if err != nil {
+		return nil, err
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	return procs, nil
+}
+
 // readMemory reads a process's resident memory from /proc/<pid>/status.
 func readMemory(pid int) (memory, error) {
 	p, err := process(pid)
@@ -71,13 +84,9 @@ func cpuTime(pid int) (time.Duration, error) {
 // descendantsCPU returns the CPU time used by the processes descending from
 // pid (its children, theirs, …), not counting pid itself.
 func descendantsCPU(pid int) (time.Duration, error) {
-	fs, err := procFS()
+	procs, err := allProcs()
 	if err != nil {
 		return 0, err
-	}
-	procs, err := fs.AllProcs()
-	if err != nil {
-		return 0, fmt.Errorf("list processes: %w", err)
 	}
 	cpu := map[int]time.Duration{}
 	children := map[int][]int{}
@@ -143,13 +152,9 @@ func cpuModel() string {
 // findProcess returns the pid of the one process that runs binary with args
 // among its arguments, one after the other.
 func findProcess(binary string, args ...string) (int, error) {
-	fs, err := procFS()
+	procs, err := allProcs()
 	if err != nil {
 		return 0, err
-	}
-	procs, err := fs.AllProcs()
-	if err != nil {
-		return 0, fmt.Errorf("list processes: %w", err)
 	}
 	var found []int
 	for _, p := range procs {
