@@ -228,7 +228,10 @@ func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
 			versions[c.Name] = c.ResourceVersion
 		}
 		// Each signal re-enqueues every Component; wait until all of those
-		// reconciles ran, then check that none of them wrote.
+		// reconciles ran, then check that none of them wrote: no new
+		// resourceVersion, and no write request at all (an apply that
+		// changes nothing would keep the resourceVersion too).
+		writes := writeRequests(t)
 		before := reconciles(t)
 		for range 3 {
 			h.transition(fenced)
@@ -243,6 +246,9 @@ func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
 			if c.ResourceVersion != versions[c.Name] {
 				t.Errorf("%s was written (resourceVersion %s → %s) although the fence did not change", c.Name, versions[c.Name], c.ResourceVersion)
 			}
+		}
+		if got := writeRequests(t); got != writes {
+			t.Errorf("%v write requests were sent although the fence did not change", got-writes)
 		}
 	})
 

@@ -52,18 +52,36 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // counter is the process's, shared by every test: callers compare values.
 func reconciles(t *testing.T) float64 {
 	t.Helper()
+	return processCounter(t, "controller_runtime_reconcile_total", "controller", "component")
+}
+
+// writeRequests is the number of PATCH, PUT and POST requests this process
+// sent to API servers so far, as client-go counts them.
+func writeRequests(t *testing.T) float64 {
+	t.Helper()
+	var total float64
+	for _, method := range []string{"PATCH", "PUT", "POST"} {
+		total += processCounter(t, "rest_client_requests_total", "method", method)
+	}
+	return total
+}
+
+// processCounter sums the series of the counter name in controller-runtime's
+// registry (the process's) whose label has value.
+func processCounter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var total float64
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "component" {
+				if l.GetName() == label && l.GetValue() == value {
 					total += m.GetCounter().GetValue()
 				}
 			}
