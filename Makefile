@@ -61,7 +61,7 @@ lint: ## gofmt, go vet, golangci-lint, opa fmt and opa check.
 	go vet ./...
 	golangci-lint run ./...
 	opa fmt --list --fail policies test/bench
-	opa check --strict policies test/bench/system.rego
+	opa check --strict policies test/bench/sidebyside/system.rego
 
 .PHONY: test
 test: ## Every test: generated files, lint, unit, Rego and end-to-end.

@@ -9,8 +9,11 @@ import (
 )
 
 // metrics are the controller's Prometheus metrics.
+//
+// Reconciles are counted by controller-runtime
+// (controller_runtime_reconcile_total{controller="component"}), beside its
+// errors and durations; a counter of fencegate's own would say the same.
 type metrics struct {
-	reconciles    *prometheus.CounterVec
 	held          prometheus.Gauge
 	eventsDropped prometheus.Counter
 
@@ -20,10 +23,6 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencegate_controller_reconciles_total",
-			Help: "Component reconciles by result (success or error).",
-		}, []string{"result"}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencegate_components_held",
 			Help: "Components that this cluster currently holds off (SourceConflict=True).",
@@ -37,20 +36,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.held, m.eventsDropped} {
+	for _, c := range []prometheus.Collector{m.held, m.eventsDropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register controller metrics: %w", err)
 		}
 	}
 	return m, nil
-}
-
-func (m *metrics) reconciled(err error) {
-	result := "success"
-	if err != nil {
-		result = "error"
-	}
-	m.reconciles.WithLabelValues(result).Inc()
 }
 
 // observe records whether a Component is held.

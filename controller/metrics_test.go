@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/util/wait"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 func find(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
@@ -46,21 +47,55 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return single(t, reg, name).GetCounter().GetValue()
 }
 
-// reconciles is the number of reconciles so far, whatever their result.
-func reconciles(t *testing.T, reg *prometheus.Registry) float64 {
+// reconciles is the number of reconciles of the Component controller so
+// far, whatever their result, as controller-runtime counts them. The
+// counter is the process's, shared by every test: callers compare values.
+func reconciles(t *testing.T) float64 {
+	t.Helper()
+	return processCounter(t, "controller_runtime_reconcile_total", "controller", "component")
+}
+
+// writeRequests is the number of PATCH, PUT and POST requests this process
+// sent to API servers so far, as client-go counts them.
+func writeRequests(t *testing.T) float64 {
+	t.Helper()
 	var total float64
-	for _, m := range find(t, reg, "fencegate_controller_reconciles_total") {
-		total += m.GetCounter().GetValue()
+	for _, method := range []string{"PATCH", "PUT", "POST"} {
+		total += processCounter(t, "rest_client_requests_total", "method", method)
 	}
 	return total
 }
 
-func waitReconciles(t *testing.T, ctx context.Context, reg *prometheus.Registry, atLeast float64) {
+// processCounter sums the series of the counter name in controller-runtime's
+// registry (the process's) whose label has value.
+func processCounter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+func waitReconciles(t *testing.T, ctx context.Context, atLeast float64) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return reconciles(t, reg) >= atLeast, nil
+		return reconciles(t) >= atLeast, nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for %v reconciles (have %v): %v", atLeast, reconciles(t, reg), err)
+		t.Fatalf("waiting for %v reconciles (have %v): %v", atLeast, reconciles(t), err)
 	}
 }

@@ -45,9 +45,10 @@ type Reconciler struct {
 }
 
 // Reconcile brings one Component's status in line with the policies'
-// decision. It writes only when the status differs.
+// decision. It writes only when the status differs, and then applies only
+// the fields fencegate owns (applyStatus), so that an actuator's fields are
+// never overwritten and never conflict.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
-	defer func() { r.metrics.reconciled(err) }()
 	log := logr.FromContextOrDiscard(ctx)
 
 	var comp fencegatev1alpha1.Component
@@ -87,9 +88,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}
 
 	before := sourceConflict(comp.Status)
-	comp.Status = desired
-	if err := r.client.Status().Update(ctx, &comp); err != nil {
-		return reconcile.Result{}, fmt.Errorf("update status of component %s: %w", req.NamespacedName, err)
+	if err := r.removeSharedConditions(ctx, &comp, desired); err != nil {
+		return reconcile.Result{}, err
+	}
+	status, err := applyStatus(&comp, desired, decision.Hold)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("status of component %s: %w", req.NamespacedName, err)
+	}
+	if err := r.client.Status().Apply(ctx, status, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return reconcile.Result{}, fmt.Errorf("apply status of component %s: %w", req.NamespacedName, err)
 	}
 	if after := sourceConflict(desired); after != before {
 		r.events.fenceChanged(&comp, decision)

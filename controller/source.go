@@ -29,7 +29,7 @@ func enqueueAllOn(changes <-chan struct{}, reader client.Reader) source.Source {
 				// read, and only the keys are used, so the cached objects
 				// are not deep-copied (a transition lists every Component).
 				if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-					log.FromContext(ctx).Error(err, "list components to re-check after a fence transition")
+					log.FromContext(ctx).Error(err, "listing Components failed", "effect", "not re-checked until the next fence transition")
 					continue
 				}
 				for i := range list.Items {

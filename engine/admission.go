@@ -76,11 +76,9 @@ var parsers fastjson.ParserPool
 // body that is not a valid AdmissionReview, ErrNotReady before the first
 // fence state, or an evaluation error.
 //
-// This is the webhook's hot path. Only the parts of the body that the
-// compiled policies read become policy input, and the policy evaluated is
-// the residual of partially evaluating it against the current fence state
-// and config; both give the decisions of a plain evaluation of the whole
-// AdmissionReview.
+// This is the webhook's hot path (see the package documentation): its
+// decisions and errors are those of OPA evaluating the whole policy with
+// the whole AdmissionReview as input.
 func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error) {
 	now := e.clock.Now()
 	p := parsers.Get()
@@ -101,24 +99,40 @@ func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error
 	if !snap.hasFence {
 		return res, ErrNotReady
 	}
-	var key *[]byte
-	if snap.cache != nil {
-		key = keyBuffers.Get().(*[]byte)
-		defer keyBuffers.Put(key)
-		*key = appendKey((*key)[:0], review, snap.inputPaths)
-		if d, ok := snap.cache.get(*key); ok {
-			res.Decision = d
-			return res, nil
-		}
-	}
-	input := project(review, snap.inputPaths)
-	if res.Decision, err = snap.evalAdmission(ctx, input, now); err != nil {
+	var evaluated bool
+	if res.Decision, evaluated, err = snap.decide(ctx, review, now); err != nil {
 		return res, err
 	}
-	if snap.cache != nil {
-		snap.cache.put(*key, res.Decision)
-	}
+	e.recent.record(body, evaluated, now)
 	return res, nil
+}
+
+// decide answers a parsed AdmissionReview from the decisions the snapshot
+// remembers, or else by evaluating its admission query; evaluated says
+// which. When the residual policy fails, the request is evaluated again
+// with the policy as written, so that the decision, or the error naming
+// the author's file and rule, is the one the policy as written gives.
+func (s *snapshot) decide(ctx context.Context, review *fastjson.Value, now time.Time) (d AdmissionDecision, evaluated bool, err error) {
+	var key *[]byte
+	if s.cache != nil {
+		key = keyBuffers.Get().(*[]byte)
+		defer keyBuffers.Put(key)
+		*key = appendKey((*key)[:0], review, s.inputPaths)
+		if d, ok := s.cache.get(*key); ok {
+			return d, false, nil
+		}
+	}
+	d, err = s.evalAdmission(ctx, s.admission, project(review, s.inputPaths), now)
+	if err != nil && s.residual != nil {
+		// Not remembered: the policy as written reads more of the request
+		// than the residual's key holds.
+		d, err = s.evalAdmission(ctx, s.policy.admission, project(review, s.policy.inputPaths), now)
+		return d, true, err
+	}
+	if err == nil && s.cache != nil {
+		s.cache.put(*key, d)
+	}
+	return d, true, err
 }
 
 // parseReview parses and checks the envelope of an AdmissionReview.
@@ -217,10 +231,10 @@ func jsonOf(v *fastjson.Value) string {
 	return s
 }
 
-// evalAdmission evaluates the snapshot's admission query and reads its
-// decision.
-func (s *snapshot) evalAdmission(ctx context.Context, input ast.Value, now time.Time) (AdmissionDecision, error) {
-	rs, err := s.admission.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(s.txn), rego.EvalTime(now))
+// evalAdmission evaluates an admission query (the residual's or the policy's)
+// with the snapshot's data and reads its decision.
+func (s *snapshot) evalAdmission(ctx context.Context, query rego.PreparedEvalQuery, input ast.Value, now time.Time) (AdmissionDecision, error) {
+	rs, err := query.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(s.txn), rego.EvalTime(now))
 	if err != nil {
 		return AdmissionDecision{}, fmt.Errorf("evaluate %v: %w", admissionEntryPoint, err)
 	}

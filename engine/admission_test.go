@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/policies"
 )
 
 func TestAdmitRequestErrors(t *testing.T) {
@@ -158,38 +160,18 @@ func equivalenceRequests(t testing.TB) []equivalenceCase {
 	return cases
 }
 
-// TestEquivalence checks that the optimized admission path (partial
-// evaluation, projected input, remembered decisions) decides exactly as a
-// plain evaluation of the whole policy with the whole AdmissionReview does,
-// for every fence status and config, and for policies that defeat each
-// optimization.
-func TestEquivalence(t *testing.T) {
-	states := map[string]fencestate.State{
-		"active":          eastActive,
-		"fenced":          westFenced,
-		"epoch regressed": enginetest.Fence(fencestate.EpochRegressed, "west", 3, "east", 7),
-		"acquiring":       enginetest.Fence(fencestate.Acquiring, "west", 8, "east", 7),
-		"unknown":         enginetest.Fence(fencestate.Unknown, "west", 3, "", 0),
-		"unsupported":     enginetest.Fence(fencestate.Unsupported, "west", 3, "", 0),
-	}
-	configs := map[string]string{
-		"defaults": "",
-		"deny": `{"enforcement": "deny", "exempt_users": ["root-admin"], "exempt_groups": ["break-glass"],
-			"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
-		"warn":   `{"enforcement": "warn", "exempt_groups": ["break-glass"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
-		"dryrun": `{"enforcement": "dryrun", "exempt_users": ["root-admin"]}`,
-	}
-	// Policies of an operator's own that read the whole object, use a
-	// comprehension over the request (which partial evaluation leaves
-	// referring to the original rules) and call a non-deterministic builtin.
-	custom := map[string]string{
-		"object.rego": `package fencegate.custom
+// customPolicies are policies of an operator's own that read the whole
+// object, use a comprehension over the request (which partial evaluation
+// leaves referring to the original rules) and call a non-deterministic
+// builtin.
+var customPolicies = map[string]string{
+	"object.rego": `package fencegate.custom
 
 import rego.v1
 
 labelled if input.request.object.metadata.labels.team
 `,
-		"admission.rego": `package fencegate.admission
+	"admission.rego": `package fencegate.admission
 
 import data.fencegate.custom
 import rego.v1
@@ -210,46 +192,114 @@ decision := {
 	"violations": [],
 }
 `,
-		"clock.rego": `package fencegate.clock
+	"clock.rego": `package fencegate.clock
 
 import rego.v1
 
 late if time.now_ns() > 0
 `,
+}
+
+// pair is an engine and the reference evaluator over the same policies,
+// config and fence state.
+type pair struct {
+	engine    *engine.Engine
+	reference *enginetest.Reference
+}
+
+// newPair builds both from the shipped policies plus extra (file name →
+// Rego), and config (JSON, empty for none).
+func newPair(t testing.TB, extra map[string]string, config string) pair {
+	t.Helper()
+	var opts engine.Options
+	configDoc := map[string]any{}
+	if config != "" {
+		opts.ConfigFile = writeTemp(t, "config.json", config)
+		dec := json.NewDecoder(strings.NewReader(config))
+		dec.UseNumber()
+		if err := dec.Decode(&configDoc); err != nil {
+			t.Fatal(err)
+		}
 	}
+	modules, err := policies.Shipped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(extra) > 0 {
+		dir := enginetest.CopyPolicies(t)
+		for name, src := range extra {
+			writeFile(t, filepath.Join(dir, name), src)
+			modules[name] = []byte(src)
+		}
+		opts.PolicyDir = dir
+	}
+	ref, err := enginetest.NewReference(context.Background(), modules, configDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair{engine: newEngine(t, opts), reference: ref}
+}
+
+func (p pair) writeFence(t testing.TB, state fencestate.State) {
+	t.Helper()
+	writeFence(t, p.engine, state)
+	if err := p.reference.WriteFence(context.Background(), state); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// compare decides body with both and reports how they differ: whenever the
+// engine decodes the body as an AdmissionReview, it must decide it as the
+// reference does, or fail where the reference fails.
+func (p pair) compare(body []byte) error {
+	got, gotErr := p.engine.Admit(context.Background(), body)
+	if errors.As(gotErr, new(*engine.RequestError)) {
+		return nil
+	}
+	want, wantErr := p.reference.Admit(context.Background(), body)
+	switch {
+	case (gotErr == nil) != (wantErr == nil):
+		return fmt.Errorf("errors differ: engine %w, reference %w", gotErr, wantErr)
+	case gotErr == nil && !reflect.DeepEqual(got.Decision, want):
+		return fmt.Errorf("decisions differ\nreference: %+v\nengine:    %+v", want, got.Decision)
+	}
+	return nil
+}
+
+// TestAdmitAsTheReference checks that the fast path (partial evaluation,
+// projected input, remembered decisions) decides exactly as OPA evaluating
+// the whole policy with the whole AdmissionReview does, for every fence
+// status and config, and for policies that defeat each optimization.
+func TestAdmitAsTheReference(t *testing.T) {
+	states := map[string]fencestate.State{
+		"active":          eastActive,
+		"fenced":          westFenced,
+		"epoch regressed": enginetest.Fence(fencestate.EpochRegressed, "west", 3, "east", 7),
+		"acquiring":       enginetest.Fence(fencestate.Acquiring, "west", 8, "east", 7),
+		"unknown":         enginetest.Fence(fencestate.Unknown, "west", 3, "", 0),
+		"unsupported":     enginetest.Fence(fencestate.Unsupported, "west", 3, "", 0),
+	}
+	configs := map[string]string{
+		"defaults": "",
+		"deny": `{"enforcement": "deny", "exempt_users": ["root-admin"], "exempt_groups": ["break-glass"],
+			"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
+		"warn":   `{"enforcement": "warn", "exempt_groups": ["break-glass"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
+		"dryrun": `{"enforcement": "dryrun", "exempt_users": ["root-admin"]}`,
+	}
+	policySets := map[string]map[string]string{"shipped": nil, "custom": customPolicies}
 	requests := equivalenceRequests(t)
 	for configName, config := range configs {
-		for _, policy := range []string{"shipped", "custom"} {
-			optsFor := func(plain bool) engine.Options {
-				opts := engine.Options{PlainEvaluation: plain}
-				if config != "" {
-					opts.ConfigFile = writeTemp(t, "config.json", config)
-				}
-				if policy == "custom" {
-					dir := enginetest.CopyPolicies(t)
-					for name, src := range custom {
-						writeFile(t, dir+"/"+name, src)
-					}
-					opts.PolicyDir = dir
-				}
-				return opts
-			}
-			optimized, plain := newEngine(t, optsFor(false)), newEngine(t, optsFor(true))
+		for policyName, extra := range policySets {
+			p := newPair(t, extra, config)
 			for stateName, state := range states {
-				writeFence(t, optimized, state)
-				writeFence(t, plain, state)
-				t.Run(policy+"/"+configName+"/"+stateName, func(t *testing.T) {
+				p.writeFence(t, state)
+				t.Run(policyName+"/"+configName+"/"+stateName, func(t *testing.T) {
 					// Twice: the second round is answered from remembered
 					// decisions where the policy allows it.
 					for round := range 2 {
 						for _, rc := range requests {
-							want, wantErr := plain.Admit(context.Background(), rc.body)
-							got, gotErr := optimized.Admit(context.Background(), rc.body)
-							if (wantErr == nil) != (gotErr == nil) {
-								t.Fatalf("round %d, %s: errors differ: plain %v, optimized %v", round, rc.name, wantErr, gotErr)
-							}
-							if !reflect.DeepEqual(got, want) {
-								t.Fatalf("round %d, %s: decisions differ\nplain:     %+v\noptimized: %+v", round, rc.name, want, got)
+							if err := p.compare(rc.body); err != nil {
+								t.Fatalf("round %d, %s: %v", round, rc.name, err)
 							}
 						}
 					}
@@ -267,7 +317,8 @@ func writeTemp(t testing.TB, name, content string) string {
 }
 
 // FuzzAdmit feeds arbitrary bodies to the admission path: it must never
-// panic, and whenever it decides, it must decide as a plain evaluation does.
+// panic, and whenever it decodes a body as an AdmissionReview, it must
+// decide as the reference evaluator does.
 func FuzzAdmit(f *testing.F) {
 	for _, rc := range equivalenceRequests(f) {
 		f.Add(rc.body)
@@ -279,17 +330,11 @@ func FuzzAdmit(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	optimized, plain := newEngine(f, engine.Options{}), newEngine(f, engine.Options{PlainEvaluation: true})
-	writeFence(f, optimized, westFenced)
-	writeFence(f, plain, westFenced)
+	p := newPair(f, nil, "")
+	p.writeFence(f, westFenced)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, gotErr := optimized.Admit(context.Background(), body)
-		want, wantErr := plain.Admit(context.Background(), body)
-		if (gotErr == nil) != (wantErr == nil) {
-			t.Fatalf("errors differ: optimized %v, plain %v", gotErr, wantErr)
-		}
-		if gotErr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("decisions differ\nplain:     %+v\noptimized: %+v", want, got)
+		if err := p.compare(body); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

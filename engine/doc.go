@@ -1,4 +1,52 @@
 // Package engine embeds OPA: it loads, compiles and hot-reloads the fence
-// policies, owns the data store that data.fence lives in, and evaluates the
-// admission and reconcile decisions.
+// policies, holds the data they read (data.fence and data.fencegate.config),
+// and evaluates the admission and reconcile decisions.
+//
+// Its decisions and its errors are those of OPA evaluating the policies as
+// written, with the whole AdmissionReview as input and the data in OPA's
+// own store; enginetest.Reference is that evaluation, and the tests and the
+// fuzzer hold the engine to it. What follows is how the engine gets there
+// faster on the webhook's hot path, Admit.
+//
+// The snapshot store (store.go, snapshot.go). A snapshot is one policy
+// revision, one fence state, the data document holding both and the
+// admission query to evaluate; it never changes. A fence write or a reload
+// builds a new snapshot and swaps a pointer, so an evaluation reads the
+// snapshot it started with, never waits for a write and never sees half of
+// one. The OPA store of the prepared queries holds nothing itself: each
+// evaluation is given its snapshot's read transaction.
+//
+// The residual policy (snapshot.go). When a snapshot is built, the
+// admission entry point is partially evaluated with the input unknown:
+// everything that depends only on the fence state and the config (which
+// branch applies, the messages, the annotations to stamp) is evaluated
+// once, and each request evaluates what is left. A heartbeat that changes
+// nothing the policies read keeps the residual. Rules whose value may
+// conflict on a request are left as references (conflicts.go), so that the
+// residual reports a conflict where the policy as written does; when the
+// residual fails on a request, the request is evaluated again with the
+// policy as written, whose error names the author's file and rule. Without
+// a usable residual the policy as written serves every request.
+//
+// The projection (input.go). Only the parts of the AdmissionReview that the
+// query reads become its input, converted from the parsed JSON straight to
+// OPA values: a 6 KB UPDATE with managedFields costs more to convert than to
+// evaluate, and the shipped policies read a handful of fields. A value keeps
+// its type, so type checks and object.get see what they would see in the
+// whole review.
+//
+// The decision cache (cache.go). A snapshot whose residual calls no
+// non-deterministic builtin remembers its decisions by the projected input's
+// key, computed without building the projection: requests that differ only
+// in what the policy ignores share a decision, and a hit needs no OPA value
+// at all.
+//
+// Hot reload (watch.go, engine.go, check.go). Start watches the policy
+// directory and the config files, as a ConfigMap volume updates them. A
+// changed revision is compiled and then tried before it serves: on synthetic
+// reviews of each operation and on the last few reviews decided, in every
+// fence status, and on a Component's reconcile decision. A revision that does
+// not compile or fails its trial is refused; the last good revision stays in
+// force and the error is logged, counted in fencegate_policy_reloads_total
+// and shown in PolicyStatus.
 package engine

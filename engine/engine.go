@@ -41,12 +41,6 @@ type Options struct {
 	// ReloadDelay is how long Start waits for a burst of file changes to
 	// settle before reloading; 0 means 200ms.
 	ReloadDelay time.Duration
-	// PlainEvaluation evaluates each admission request the way OPA's own
-	// server does: the whole policy with the whole AdmissionReview as input.
-	// It gives the same decisions as the default, slower; it is the
-	// reference the optimized path is tested against, and a way to rule the
-	// optimization out when investigating a decision.
-	PlainEvaluation bool
 }
 
 // Engine loads and hot-reloads the policies, holds the fence state the agent
@@ -58,15 +52,21 @@ type Engine struct {
 	log         logr.Logger
 	clock       clock.Clock
 	reloadDelay time.Duration
-	plain       bool
 	reloads     *prometheus.CounterVec
 
 	// current is the snapshot evaluations read; writers replace it.
 	current atomic.Pointer[snapshot]
-	// mu serializes writers: fence writes and reloads.
+	// mu serializes the writers of current: fence writes and the swap of
+	// a reloaded revision.
 	mu sync.Mutex
-	// status is the policy status shown on the status endpoint.
+	// reloadMu serializes reloads, which build and try a revision without
+	// holding mu, so that fence writes never wait for a compile.
+	reloadMu sync.Mutex
+	// status is the policy status shown on the status endpoint; only
+	// reloads write it.
 	status atomic.Pointer[PolicyStatus]
+	// recent are the reviews a reloaded revision is tried on.
+	recent recentReviews
 }
 
 // PolicyStatus describes the policies in force and the last reload.
@@ -99,8 +99,10 @@ type ReloadResult struct {
 	Error string `json:"error,omitempty"`
 }
 
-// New loads and compiles the policies and the config. It fails when they do
-// not compile: there is no last good revision to fall back to yet.
+// New loads and compiles the policies and the config, and tries them on
+// synthetic reviews in every fence status. It fails when they do not
+// compile or fail at evaluation: there is no last good revision to fall
+// back to yet.
 func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		policyDir:   opts.PolicyDir,
@@ -108,7 +110,6 @@ func New(opts Options) (*Engine, error) {
 		log:         opts.Logger,
 		clock:       opts.Clock,
 		reloadDelay: opts.ReloadDelay,
-		plain:       opts.PlainEvaluation,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_policy_reloads_total",
 			Help: "Policy and config reloads by result (success or error); on error the last good policies stay in force.",
@@ -130,12 +131,15 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := compilePolicy(src, e.plain)
+	p, err := compilePolicy(src)
 	if err != nil {
 		return nil, err
 	}
 	snap, err := newSnapshot(context.Background(), p, nil, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.try(context.Background(), p, snap); err != nil {
 		return nil, err
 	}
 	// Both results are exported from the start, so that a dashboard sees
@@ -197,8 +201,8 @@ func (e *Engine) logLoaded(s *snapshot) {
 	p := s.policy
 	e.log.Info("policies loaded", "revision", p.revision, "source", e.source(), "files", p.files, "configFiles", e.configFiles)
 	if len(p.unknownConfigKeys) > 0 {
-		e.log.Info("config has keys the shipped policies do not read; they are passed to the policies as they are",
-			"keys", p.unknownConfigKeys)
+		e.log.Info("config has keys the shipped policies do not read",
+			"keys", p.unknownConfigKeys, "effect", "passed to the policies as they are")
 	}
 	e.logResidualError(s)
 }
@@ -206,12 +210,13 @@ func (e *Engine) logLoaded(s *snapshot) {
 // logResidualError reports once per revision that requests are evaluated
 // with the full policy (correct, but slower) when that was not asked for.
 func (e *Engine) logResidualError(s *snapshot) {
-	if s.residualErr == nil || s.policy.plain {
+	if s.residualErr == nil {
 		return
 	}
 	if s.policy.residualLogged.CompareAndSwap(false, true) {
-		e.log.Info("admission requests are evaluated with the full policy: partial evaluation gave no usable residual",
-			"revision", s.policy.revision, "reason", s.residualErr.Error())
+		e.log.Info("partial evaluation gave no usable residual",
+			"revision", s.policy.revision, "reason", s.residualErr.Error(),
+			"effect", "admission requests are evaluated with the policy as written, which is slower")
 	}
 }
 
@@ -278,24 +283,30 @@ func (e *Engine) Reconcile(ctx context.Context, component map[string]any) (Recon
 	if !snap.hasFence {
 		return ReconcileDecision{}, ErrNotReady
 	}
+	return snap.reconcile(ctx, component, now)
+}
+
+// reconcile evaluates the reconcile decision with the snapshot's data.
+func (s *snapshot) reconcile(ctx context.Context, component map[string]any, now time.Time) (ReconcileDecision, error) {
 	input, err := ast.InterfaceToValue(map[string]any{"component": component})
 	if err != nil {
 		return ReconcileDecision{}, fmt.Errorf("reconcile input: %w", err)
 	}
-	rs, err := snap.policy.reconcile.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(snap.txn), rego.EvalTime(now))
+	rs, err := s.policy.reconcile.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTransaction(s.txn), rego.EvalTime(now))
 	if err != nil {
 		return ReconcileDecision{}, fmt.Errorf("evaluate %v: %w", reconcileEntryPoint, err)
 	}
 	return reconcileDecision(rs)
 }
 
-// Reload reads the policies and the config again and, when they changed and
-// compile, puts them in force. When they do not compile, the last good
-// revision stays in force; the error is logged, counted and shown in
-// PolicyStatus.
+// Reload reads the policies and the config again and, when they changed,
+// compile and pass their trial (Engine.try: synthetic reviews in every
+// fence status and the last few reviews decided), puts them in force. When
+// they do not, the last good revision stays in force; the error is logged,
+// counted and shown in PolicyStatus.
 func (e *Engine) Reload(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
 	now := e.clock.Now()
 	current := e.current.Load()
 	status := *e.status.Load()
@@ -304,8 +315,9 @@ func (e *Engine) Reload(ctx context.Context) error {
 		e.reloads.WithLabelValues("error").Inc()
 		status.LastReload = &ReloadResult{Time: now, Result: "error", Revision: revision, Error: err.Error()}
 		e.status.Store(&status)
-		e.log.Error(err, "policy reload failed; the last good policies stay in force",
-			"activeRevision", current.policy.revision, "triedRevision", revision)
+		e.log.Error(err, "policy reload failed",
+			"activeRevision", current.policy.revision, "triedRevision", revision,
+			"effect", "the last good policies stay in force")
 		return err
 	}
 
@@ -323,19 +335,28 @@ func (e *Engine) Reload(ctx context.Context) error {
 		}
 		return nil
 	}
-	p, err := compilePolicy(src, e.plain)
+	p, err := compilePolicy(src)
 	if err != nil {
 		return fail(src.revision, err)
 	}
-	var fence *fencestate.State
-	if current.hasFence {
-		fence = &current.fence
-	}
-	snap, err := newSnapshot(ctx, p, fence, nil)
+	snap, err := newSnapshot(ctx, p, current.fenceState(), nil)
 	if err != nil {
 		return fail(src.revision, err)
+	}
+	if err := e.try(ctx, p, snap); err != nil {
+		return fail(src.revision, err)
+	}
+	e.mu.Lock()
+	if latest := e.current.Load(); latest != current {
+		// The fence moved while the revision was tried (every status was
+		// tried): it serves the state in force now.
+		if snap, err = newSnapshot(ctx, p, latest.fenceState(), nil); err != nil {
+			e.mu.Unlock()
+			return fail(src.revision, err)
+		}
 	}
 	e.current.Store(snap)
+	e.mu.Unlock()
 	e.reloads.WithLabelValues("success").Inc()
 	status = e.activeStatus(p, now)
 	status.LastReload = &ReloadResult{Time: now, Result: "success", Revision: p.revision}

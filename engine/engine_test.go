@@ -359,32 +359,10 @@ func TestLeaseExpiry(t *testing.T) {
 func TestMetricsRegistration(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	newEngine(t, engine.Options{Registerer: reg})
-	if got := counterValue(t, reg, "fencegate_policy_reloads_total", "error"); got != 0 {
+	if got := enginetest.Reloads(t, reg, "error"); got != 0 {
 		t.Errorf("reload errors after a good start = %v", got)
 	}
 	if _, err := engine.New(engine.Options{Registerer: reg}); err == nil {
 		t.Error("a second engine registered the same metrics on the same registry")
 	}
-}
-
-func counterValue(t testing.TB, g prometheus.Gatherer, name, result string) float64 {
-	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no metric %s{result=%q}", name, result)
-	return 0
 }

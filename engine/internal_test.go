@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/valyala/fastjson"
@@ -246,7 +248,7 @@ func compile(t *testing.T, files []policyFile, config map[string]any) *policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := compilePolicy(policySource{files: files, config: config, revision: revision}, false)
+	p, err := compilePolicy(policySource{files: files, config: config, revision: revision})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,6 +398,118 @@ func TestRelevantFileChanges(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := e.relevant(tc.name); got != tc.want {
 				t.Errorf("relevant(%q) = %v, want %v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConflictingRules(t *testing.T) {
+	tests := map[string]struct {
+		rules string
+		want  []string
+	}{
+		"two values on the request": {
+			rules: `m := 1 if input.a
+m := 2 if input.b`,
+			want: []string{"data.p.m"},
+		},
+		"two values, one on the request": {
+			rules: `m := 1 if input.a
+m := 2 if data.fence.status == "fenced"`,
+			want: []string{"data.p.m"},
+		},
+		"two values on the data alone": {
+			rules: `m := 1 if data.fence.a
+m := 2 if data.fence.b`,
+		},
+		"the same constant twice": {
+			rules: `m := false if input.a
+m := false if input.b`,
+		},
+		"a default and one value": {
+			rules: `default m := 1
+m := 2 if input.a`,
+		},
+		"one value of an iteration": {
+			rules: `m := g if { some g in input.groups }`,
+			want:  []string{"data.p.m"},
+		},
+		"through another rule": {
+			rules: `m := 1 if a
+m := 2 if data.fence.b
+a if input.x`,
+			want: []string{"data.p.m"},
+		},
+		"a function with two values": {
+			rules: `f(x) := 1 if x > 0
+f(x) := 2 if x < 10`,
+			want: []string{"data.p.f"},
+		},
+		"an object built key by key": {
+			rules: `o[k] := v if { some k, v in input.labels }`,
+			want:  []string{"data.p.o"},
+		},
+		"sets never conflict": {
+			rules: `s contains x if { some x in input.groups }`,
+		},
+		"else chains": {
+			rules: `m := 1 if input.a
+else := 2`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			compiler := ast.MustCompileModulesWithOpts(map[string]string{"p.rego": "package p\n\n" + tc.rules + "\n"},
+				ast.CompileOpts{ParserOptions: ast.ParserOptions{RegoVersion: ast.RegoV1}})
+			if got := conflictingRules(compiler); !slices.Equal(got, tc.want) {
+				t.Errorf("conflicting rules = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecentReviews(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	body := func(i int) []byte { return []byte(fmt.Sprintf(`{"n":%d}`, i)) }
+	tests := map[string]struct {
+		record func(r *recentReviews)
+		want   []string
+	}{
+		"evaluated reviews are all kept, the last few": {
+			record: func(r *recentReviews) {
+				for i := range recentReviewsSize + 2 {
+					r.record(body(i), true, start)
+				}
+			},
+			want: []string{`{"n":2}`, `{"n":3}`, `{"n":4}`, `{"n":5}`, `{"n":6}`, `{"n":7}`, `{"n":8}`, `{"n":9}`},
+		},
+		"remembered decisions are kept at most once a second": {
+			record: func(r *recentReviews) {
+				r.record(body(0), false, start)
+				r.record(body(1), false, start.Add(time.Second/2))
+				r.record(body(2), false, start.Add(time.Second))
+			},
+			want: []string{`{"n":0}`, `{"n":2}`},
+		},
+		"large reviews are not kept": {
+			record: func(r *recentReviews) {
+				r.record(make([]byte, recentReviewMaxBytes+1), true, start)
+				r.record(body(1), true, start)
+			},
+			want: []string{`{"n":1}`},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var r recentReviews
+			tc.record(&r)
+			var got []string
+			for _, b := range r.list() {
+				got = append(got, string(b))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("kept %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -62,9 +62,9 @@ type policy struct {
 	compiler *ast.Compiler
 	// inputPaths are the parts of the AdmissionReview the policies read.
 	inputPaths *pathTree
-	// plain: admission requests are evaluated with the full query and the
-	// whole AdmissionReview (Options.PlainEvaluation).
-	plain bool
+	// keepRules are the rules partial evaluation leaves as references
+	// (conflictingRules).
+	keepRules []string
 	// admission and reconcile are the entry points' queries, prepared once
 	// for every snapshot of this revision.
 	admission, reconcile rego.PreparedEvalQuery
@@ -137,8 +137,7 @@ func revisionOf(files []policyFile, config map[string]any) (string, error) {
 
 // compilePolicy parses and compiles the files, checks that both entry points
 // are defined and finds the input paths the policies read.
-// With plain set, the whole AdmissionReview is the input.
-func compilePolicy(src policySource, plain bool) (*policy, error) {
+func compilePolicy(src policySource) (*policy, error) {
 	modules := make(map[string]*ast.Module, len(src.files))
 	names := make([]string, 0, len(src.files))
 	var parseErrs []error
@@ -163,10 +162,6 @@ func compilePolicy(src policySource, plain bool) (*policy, error) {
 			return nil, fmt.Errorf("the policies define no rule %v: it is an entry point fencegate evaluates", entry)
 		}
 	}
-	inputPaths := &pathTree{all: true}
-	if !plain {
-		inputPaths = inputPathsOf(compiler.Modules).seal()
-	}
 	p := &policy{
 		revision:          src.revision,
 		files:             names,
@@ -174,8 +169,8 @@ func compilePolicy(src policySource, plain bool) (*policy, error) {
 		unknownConfigKeys: src.unknownConfigKeys,
 		modules:           modules,
 		compiler:          compiler,
-		inputPaths:        inputPaths,
-		plain:             plain,
+		inputPaths:        inputPathsOf(compiler.Modules).seal(),
+		keepRules:         conflictingRules(compiler),
 	}
 	if p.admission, err = prepare(context.Background(), compiler, admissionEntryPoint); err != nil {
 		return nil, err

@@ -110,7 +110,7 @@ func TestHotReload(t *testing.T) {
 		if status.Revision == first || status.LastReload == nil || status.LastReload.Result != "success" || status.LastReload.Revision != status.Revision {
 			t.Errorf("status after a good reload = %+v", status)
 		}
-		if got := counterValue(t, reg, "fencegate_policy_reloads_total", "success"); got != 1 {
+		if got := enginetest.Reloads(t, reg, "success"); got != 1 {
 			t.Errorf("successful reloads = %v, want 1", got)
 		}
 	})
@@ -132,10 +132,10 @@ func TestHotReload(t *testing.T) {
 		if !createAllowed(t, e) {
 			t.Error("decisions no longer follow the last good policy")
 		}
-		if got := counterValue(t, reg, "fencegate_policy_reloads_total", "error"); got != 1 {
+		if got := enginetest.Reloads(t, reg, "error"); got != 1 {
 			t.Errorf("failed reloads = %v, want 1", got)
 		}
-		if !logs.contains("policy reload failed; the last good policies stay in force") || !logs.contains("broken.rego:4") {
+		if !logs.contains(`"msg"="policy reload failed"`) || !logs.contains(`"effect"="the last good policies stay in force"`) || !logs.contains("broken.rego:4") {
 			t.Errorf("the failure is not logged with the compiler's message: %q", logs.lines)
 		}
 	})
@@ -145,7 +145,7 @@ func TestHotReload(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "the reload succeeds", func() bool { return e.PolicyStatus().LastReload.Result == "success" })
-		if got := counterValue(t, reg, "fencegate_policy_reloads_total", "success"); got != 2 {
+		if got := enginetest.Reloads(t, reg, "success"); got != 2 {
 			t.Errorf("successful reloads = %v, want 2", got)
 		}
 	})

@@ -60,8 +60,7 @@ type snapshot struct {
 }
 
 // newSnapshot builds the snapshot of a policy revision and a fence state
-// (nil before the agent wrote one). For a plain policy, admission requests
-// are evaluated with the full query. prev, if not nil, is the snapshot this
+// (nil before the agent wrote one). prev, if not nil, is the snapshot this
 // one replaces: when the new data partially evaluate to the same residual (a
 // heartbeat only moves valid_until_ns along), its residual and remembered
 // decisions are kept, and nothing is compiled or prepared.
@@ -86,10 +85,6 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, prev *
 	s.txn = newSnapshotTxn(value.(ast.Object))
 
 	s.admission, s.inputPaths = p.admission, p.inputPaths
-	if p.plain {
-		s.residualErr = errors.New("plain evaluation was asked for")
-		return s, nil
-	}
 	var reuse *residual
 	if prev != nil && prev.policy == p {
 		reuse = prev.residual
@@ -98,6 +93,15 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, prev *
 		s.admission, s.inputPaths, s.cache = s.residual.query, s.residual.paths, s.residual.cache
 	}
 	return s, nil
+}
+
+// fenceState is the snapshot's fence state, nil before the agent wrote one.
+func (s *snapshot) fenceState() *fencestate.State {
+	if !s.hasFence {
+		return nil
+	}
+	state := s.fence
+	return &state
 }
 
 // prepare prepares the query of an entry point against the compiler. The
@@ -150,6 +154,7 @@ func (s *snapshot) prepareResidual(ctx context.Context, reuse *residual) (*resid
 		rego.Transaction(s.txn),
 		rego.ParsedUnknowns([]*ast.Term{ast.NewTerm(ast.InputRootRef)}),
 		rego.PartialNamespace(residualNamespace),
+		rego.DisableInlining(s.policy.keepRules),
 	).Partial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("partial evaluation: %w", err)

@@ -74,7 +74,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 			// The kernel's event queue overflowed or the like: reload to be
 			// sure nothing was missed.
-			e.log.Error(err, "watching policy files failed; reloading")
+			e.log.Error(err, "watching policy files failed", "effect", "reloading")
 			timer = e.clock.NewTimer(0)
 			fire = timer.C()
 		case <-fire:

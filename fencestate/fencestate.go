@@ -74,7 +74,9 @@ type State struct {
 }
 
 // Writer stores the fence state where policies read it. The policy engine
-// implements it with a write transaction on its OPA store.
+// implements it by building a new immutable snapshot of its data and
+// swapping it in whole: evaluations in flight finish with the state they
+// started with, and no evaluation sees half of a write.
 type Writer interface {
 	WriteFence(ctx context.Context, state State) error
 }

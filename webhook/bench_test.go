@@ -40,8 +40,9 @@ func (w *discardWriter) Write(b []byte) (int, error) { w.n += len(b); return len
 //     the policy ignores share remembered decisions.
 //   - evaluated: every request has a fence annotation value never seen
 //     before, so each one evaluates the residual policy.
-//   - plain: the whole AdmissionReview as input to the whole policy, as
-//     OPA's own server evaluates it.
+//
+// engine.BenchmarkAdmit sets the engine beside OPA evaluating the whole
+// policy with the whole AdmissionReview.
 func BenchmarkDecision(b *testing.B) {
 	body := enginetest.LargeUpdate(b)
 	// The evaluated variant carries one more annotation, which the residual
@@ -57,11 +58,11 @@ func BenchmarkDecision(b *testing.B) {
 		"active": enginetest.Fence(fencestate.Active, "east", 7, "east", 7),
 		"fenced": enginetest.Fence(fencestate.Fenced, "west", 3, "east", 7),
 	}
-	for _, mode := range []string{"default", "evaluated", "plain"} {
+	for _, mode := range []string{"default", "evaluated"} {
 		for _, stateName := range []string{"active", "fenced"} {
 			for _, path := range []string{webhook.PathValidate, webhook.PathMutate} {
 				b.Run(fmt.Sprintf("%s/%s/%s", path[1:], stateName, mode), func(b *testing.B) {
-					handler := benchHandler(b, states[stateName], mode == "plain")
+					handler := benchHandler(b, states[stateName])
 					req := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: path}, Header: http.Header{"Content-Type": {"application/json"}}}
 					w := &discardWriter{header: http.Header{}}
 					own := bytes.Clone(body)
@@ -95,9 +96,9 @@ func BenchmarkDecision(b *testing.B) {
 
 // benchHandler is a webhook over a new engine holding state, logging JSON
 // to nowhere.
-func benchHandler(b *testing.B, state fencestate.State, plain bool) http.Handler {
+func benchHandler(b *testing.B, state fencestate.State) http.Handler {
 	b.Helper()
-	e, err := engine.New(engine.Options{PlainEvaluation: plain})
+	e, err := engine.New(engine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/utils/clock"
 
@@ -26,12 +25,6 @@ const (
 	PathValidate = "/validate"
 	// PathMutate is the mutating admission endpoint.
 	PathMutate = "/mutate"
-	// PathHealthz answers 200 while the process serves.
-	PathHealthz = "/healthz"
-	// PathReadyz answers 200 once the engine has policies and a fence state.
-	PathReadyz = "/readyz"
-	// PathMetrics serves the Prometheus metrics of the Gatherer.
-	PathMetrics = "/metrics"
 	// PathPolicyStatus shows the active policy revision and the last reload.
 	PathPolicyStatus = "/status/policy"
 )
@@ -49,8 +42,6 @@ type Options struct {
 	CertName, KeyName string
 	// Engine decides.
 	Engine *engine.Engine
-	// Gatherer, if set, is served on /metrics.
-	Gatherer prometheus.Gatherer
 	// Registerer, if set, registers the webhook's metrics.
 	Registerer prometheus.Registerer
 	// Logger receives the decision log (one line per admission request)
@@ -60,7 +51,9 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// Server serves the admission endpoints and the operational ones over TLS.
+// Server serves the admission endpoints and the policy status over TLS.
+// Health, readiness and metrics are the process's, served by the manager
+// (cmd/fencegate), whose readiness also covers the webhook's certificates.
 type Server struct {
 	opts    Options
 	engine  *engine.Engine
@@ -101,14 +94,7 @@ func New(opts Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle(PathValidate, admissionHandler{Server: s, endpoint: validate})
 	mux.Handle(PathMutate, admissionHandler{Server: s, endpoint: mutate})
-	mux.HandleFunc("GET "+PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET "+PathReadyz, s.readyz)
 	mux.HandleFunc("GET "+PathPolicyStatus, s.policyStatus)
-	if opts.Gatherer != nil {
-		mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
-	}
 	s.handler = mux
 	return s, nil
 }
@@ -116,14 +102,6 @@ func New(opts Options) (*Server, error) {
 // Handler returns the server's routes, for serving them some other way
 // (tests, a shared listener).
 func (s *Server) Handler() http.Handler { return s.handler }
-
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if err := s.engine.Ready(); err != nil {
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ok\n"))
-}
 
 func (s *Server) policyStatus(w http.ResponseWriter, _ *http.Request) {
 	out, err := json.MarshalIndent(s.engine.PolicyStatus(), "", "  ")
@@ -178,7 +156,7 @@ func (s *Server) Start(ctx context.Context) error {
 			// HTTP/2 connection whose handshake ends after Shutdown began
 			// also keeps Shutdown waiting (golang/go#81153): that is no
 			// failure of the server, so it is logged, not returned.
-			s.log.Info("closing connections still open after the shutdown grace period", "reason", err.Error())
+			s.log.Info("shutdown grace period ended", "reason", err.Error(), "effect", "closing the connections still open")
 			return srv.Close()
 		}
 		return nil

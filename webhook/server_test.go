@@ -78,8 +78,8 @@ func TestServeTLS(t *testing.T) {
 		}}
 	}
 	url := "https://" + ln.Addr().String()
-	eventually(t, "the server answers /healthz", func() bool {
-		resp, err := client().Get(url + webhook.PathHealthz)
+	eventually(t, "the server answers "+webhook.PathPolicyStatus, func() bool {
+		resp, err := client().Get(url + webhook.PathPolicyStatus)
 		if err != nil {
 			return false
 		}

@@ -306,7 +306,6 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		Addr:       o.webhookAddress,
 		CertDir:    o.webhookCertDir,
 		Engine:     eng,
-		Gatherer:   ctrlmetrics.Registry,
 		Registerer: ctrlmetrics.Registry,
 		Logger:     logger.WithName("webhook"),
 	})

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/policies"
@@ -196,4 +198,38 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("enginetest: encode fixture: %v", err))
 	}
 	return b
+}
+
+// Reloads is the value of fencegate_policy_reloads_total{result} in g.
+func Reloads(t testing.TB, g prometheus.Gatherer, result string) float64 {
+	t.Helper()
+	return Counter(t, g, "fencegate_policy_reloads_total", map[string]string{"result": result})
+}
+
+// Counter is the value of the counter name in g whose labels include
+// labels, failing the test when g has no such series.
+func Counter(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			matched := 0
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+					matched++
+				}
+			}
+			if matched == len(labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no metric %s%v", name, labels)
+	return 0
 }

@@ -126,13 +126,13 @@ func (r *rotator) Start(ctx context.Context) error {
 			// Another writer, or this one's own write not yet in the
 			// cache: the next pass starts from the newer object.
 			delay = retry.NextBackOff()
-			r.log.V(1).Info("webhook certificates: write conflict, retrying", "error", err.Error())
+			r.log.V(1).Info("webhook certificate write conflicted", "error", err.Error(), "effect", "retrying")
 		case err != nil:
 			r.metrics.syncErrors.Inc()
 			delay = retry.NextBackOff()
 			// Logged when the error changes, not on every retry.
 			if err.Error() != lastErr {
-				r.log.Error(err, "webhook certificates not in place; retrying with backoff")
+				r.log.Error(err, "webhook certificates not in place", "effect", "retrying with backoff")
 				lastErr = err.Error()
 			}
 		default:
@@ -226,7 +226,8 @@ func (r *rotator) sync(ctx context.Context) (time.Time, error) {
 
 	if len(missing) > 0 {
 		if w := fmt.Sprint(missing); w != r.waiting {
-			r.log.Info("webhook certificates are in place; waiting for the webhook configurations to exist before reporting ready", "missing", missing)
+			r.log.Info("webhook certificates in place, webhook configurations missing",
+				"missing", missing, "effect", "not ready until the webhook configurations exist")
 			r.waiting = w
 		}
 	} else {

@@ -236,7 +236,7 @@ func TestCertificatesOnAControlPlane(t *testing.T) {
 			waiting := make(chan struct{}, 1)
 			testLog := testr.New(t)
 			e.opts.Log = funcr.New(func(prefix, args string) {
-				if strings.Contains(args, "waiting for the webhook configurations") {
+				if strings.Contains(args, "webhook configurations missing") {
 					select {
 					case waiting <- struct{}{}:
 					default:

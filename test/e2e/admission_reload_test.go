@@ -74,8 +74,8 @@ func TestPolicyHotReload(t *testing.T) {
 		if status.Revision != good || !strings.Contains(status.LastReload.Error, "broken.rego:4") {
 			t.Errorf("policy status = %+v; want revision %s and the compiler's message", status, good)
 		}
-		if code, metrics := env.get(t, webhook.PathMetrics); code != 200 || !strings.Contains(metrics, `fencegate_policy_reloads_total{result="error"} 1`) {
-			t.Errorf("GET /metrics = %d, without the failed reload:\n%s", code, metrics)
+		if got := enginetest.Reloads(t, env.reg, "error"); got != 1 {
+			t.Errorf("fencegate_policy_reloads_total{result=\"error\"} = %v, want 1", got)
 		}
 		if got := applyStderr(); !strings.Contains(got, "fencegate (edited policy): ") {
 			t.Errorf("after the broken edit kubectl printed %q, want the last good policy's denial", got)

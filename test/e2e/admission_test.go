@@ -213,7 +213,7 @@ func startAdmission(ctx context.Context, t *testing.T, opts engine.Options, stat
 	}
 	srv, err := webhook.New(webhook.Options{
 		Addr: env.addr, CertDir: hooks.LocalServingCertDir, Engine: e,
-		Gatherer: reg, Registerer: reg, Logger: funcr.New(env.log.add, funcr.Options{}),
+		Registerer: reg, Logger: funcr.New(env.log.add, funcr.Options{}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -436,14 +436,15 @@ func checkDenied(t *testing.T, what string, err error) {
 	}
 }
 
-// waitReady polls the webhook's /readyz over TLS until it answers 200.
+// waitReady polls the webhook's policy status over TLS until it answers
+// 200: the webhook serves (the engine holds a fence state before it starts).
 func waitReady(t *testing.T, addr string, caPEM []byte) {
 	t.Helper()
 	env := &admissionEnv{addr: addr, caPEM: caPEM}
 	httpClient := env.httpClient()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := httpClient.Get("https://" + addr + webhook.PathReadyz)
+		resp, err := httpClient.Get("https://" + addr + webhook.PathPolicyStatus)
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

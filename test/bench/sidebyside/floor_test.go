@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func TestFloorServerAnswersTheCannedReview(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveFloor(ctx, []string{"-addr", srv.addr, "-cert", srv.certFile, "-key", srv.keyFile})
+		done <- ServeFloor(ctx, []string{"-addr", srv.addr, "-cert", srv.certFile, "-key", srv.keyFile})
 	}()
 	defer func() {
 		cancel()
@@ -79,7 +79,7 @@ func TestFloorServerRefusesBadFlags(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			checkErr(t, serveFloor(t.Context(), tc.args), tc.wantErr)
+			checkErr(t, ServeFloor(t.Context(), tc.args), tc.wantErr)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -57,11 +55,11 @@ func testReviews(t testing.TB) []review {
 func testExpected(t testing.TB, state string, reviews []review) map[endpoint]expected {
 	t.Helper()
 	ctx := context.Background()
-	o, err := newOracle(ctx, testStates[state].fence, testConfig)
+	ref, err := newReference(ctx, testStates[state].fence, testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := expect(ctx, o, reviews, testStates[state].allowed)
+	want, err := expect(ctx, ref, reviews, testStates[state].allowed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +117,7 @@ func newWebhook(t testing.TB, state fencestate.State, ln net.Listener) (*webhook
 				t.Errorf("webhook server: %v", err)
 			}
 		})
-		waitServing(t, "https://"+ln.Addr().String()+webhook.PathHealthz, tlsCfg)
+		waitServing(t, "https://"+ln.Addr().String()+webhook.PathPolicyStatus, tlsCfg)
 	}
 	return s, tlsCfg
 }
@@ -147,16 +145,12 @@ func waitServing(t testing.TB, url string, cfg *tls.Config) {
 
 // TestBothServersAnswerAsThePoliciesDecide checks, without processes, that
 // fencegate's webhook and the policies OPA's server is given (the shipped
-// ones under the tutorial's envelope) answer every review the way a plain
-// evaluation of the shipped policies decides: the benchmark compares two
-// servers that do the same work.
+// ones under the tutorial's envelope) answer every review the way the
+// reference evaluation of the shipped policies decides: the benchmark
+// compares two servers that do the same work.
 func TestBothServersAnswerAsThePoliciesDecide(t *testing.T) {
 	ctx := context.Background()
 	reviews := testReviews(t)
-	modules, err := opaModules()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for state, s := range testStates {
 		want := testExpected(t, state, reviews)
 		server, _ := newWebhook(t, s.fence, nil)
@@ -166,7 +160,11 @@ func TestBothServersAnswerAsThePoliciesDecide(t *testing.T) {
 			mutate:   {webhook.PathMutate, "data.system.mutate"},
 		} {
 			t.Run(string(ep)+"/"+state, func(t *testing.T) {
-				q, err := prepare(ctx, paths.opaQuery, modules, s.fence, testConfig)
+				ref, err := newReference(ctx, s.fence, testConfig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				envelope, err := ref.Prepare(ctx, paths.opaQuery)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -179,7 +177,11 @@ func TestBothServersAnswerAsThePoliciesDecide(t *testing.T) {
 					if err := fg.check(rec.Code, rec.Body.Bytes()); err != nil {
 						t.Errorf("fencegate, %s %s: %v", r.Operation, r.UID, err)
 					}
-					answer, err := evalEnvelope(ctx, q, r.Body)
+					doc, err := envelope(ctx, r.Body)
+					if err != nil {
+						t.Fatal(err)
+					}
+					answer, err := json.Marshal(doc)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -190,21 +192,4 @@ func TestBothServersAnswerAsThePoliciesDecide(t *testing.T) {
 			})
 		}
 	}
-}
-
-// evalEnvelope answers an AdmissionReview body the way OPA's server does
-// with the envelope: the body is the input, the answer the document.
-func evalEnvelope(ctx context.Context, q rego.PreparedEvalQuery, body []byte) ([]byte, error) {
-	var input any
-	if err := json.Unmarshal(body, &input); err != nil {
-		return nil, err
-	}
-	rs, err := q.Eval(ctx, rego.EvalInput(input))
-	if err != nil {
-		return nil, err
-	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return nil, fmt.Errorf("the envelope is undefined for this input (%d results)", len(rs))
-	}
-	return json.Marshal(rs[0].Expressions[0].Value)
 }

@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"encoding/json"
@@ -116,11 +116,11 @@ func TestExpectRefusesDataThatDoNotExerciseThePath(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			o, err := newOracle(t.Context(), testStates[tc.state].fence, testConfig)
+			ref, err := newReference(t.Context(), testStates[tc.state].fence, testConfig)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = expect(t.Context(), o, reviews, tc.allowed)
+			_, err = expect(t.Context(), ref, reviews, tc.allowed)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatal(err)

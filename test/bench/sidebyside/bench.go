@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -142,7 +141,7 @@ type results struct {
 
 // bench holds the servers under test and what they must answer.
 type bench struct {
-	o        options
+	o        Options
 	say      func(string, ...any)
 	reviews  []review
 	expected map[scenario]expected
@@ -159,10 +158,10 @@ type bench struct {
 // newBench prepares the reviews and their expected answers, starts an OPA
 // server per fence state, and checks that every server answers every review
 // as expected before anything is measured.
-func newBench(ctx context.Context, o options, root string, s *stack.Stack, say func(string, ...any)) (*bench, error) {
-	b := &bench{o: o, say: say, root: root, opaBin: filepath.Join(root, ".cache", "bin", "opa"), retryLeft: o.retryBudget}
+func newBench(ctx context.Context, o Options, root string, s *stack.Stack, say func(string, ...any)) (*bench, error) {
+	b := &bench{o: o, say: say, root: root, opaBin: filepath.Join(root, ".cache", "bin", "opa"), retryLeft: o.RetryBudget}
 	var err error
-	if b.reviews, err = buildReviews(o.reviews); err != nil {
+	if b.reviews, err = buildReviews(o.Reviews); err != nil {
 		return b, err
 	}
 	active, fenced, err := fenceStates(ctx, s.Fence, "east", "west")
@@ -186,11 +185,11 @@ func newBench(ctx context.Context, o options, root string, s *stack.Stack, say f
 		fence          fencestate.State
 		allowed        bool
 	}{{stateActive, "east", active, true}, {stateFenced, "west", fenced, false}} {
-		decider, err := newOracle(ctx, c.fence, config)
+		ref, err := newReference(ctx, c.fence, config)
 		if err != nil {
 			return b, err
 		}
-		want, err := expect(ctx, decider, b.reviews, c.allowed)
+		want, err := expect(ctx, ref, b.reviews, c.allowed)
 		if err != nil {
 			return b, fmt.Errorf("the %s cluster's expected answers: %w", c.state, err)
 		}
@@ -206,7 +205,7 @@ func newBench(ctx context.Context, o options, root string, s *stack.Stack, say f
 		say("starting OPA's server for the %s cluster's data.fence …", c.state)
 		srv, err := startOPA(ctx, opaOptions{
 			Binary: b.opaBin, Dir: filepath.Join(s.Dir, "opa-"+c.cluster),
-			Fence: c.fence, ConfigFile: configFile, ReadOptimizedStore: o.readOptimal,
+			Fence: c.fence, ConfigFile: configFile, ReadOptimizedStore: o.ReadOptimal,
 		})
 		if err != nil {
 			return b, err
@@ -279,12 +278,12 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 	res := results{Env: b.environment()}
 	res.Env.LoadBefore, _ = loadAverage()
 	b.say("load average before measuring: %.2f", res.Env.LoadBefore)
-	for round := 1; round <= b.o.rounds; round++ {
+	for round := 1; round <= b.o.Rounds; round++ {
 		order := slices.Clone(b.servers)
 		if round%2 == 0 {
 			slices.Reverse(order)
 		}
-		b.say("round %d of %d (%s first)", round, b.o.rounds, order[0].name)
+		b.say("round %d of %d (%s first)", round, b.o.Rounds, order[0].name)
 		for _, sc := range scenarios {
 			for _, srv := range order {
 				if err := ctx.Err(); err != nil {
@@ -303,7 +302,7 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 			return res, fmt.Errorf("round %d, floor: %w", round, err)
 		}
 		res.Floor = append(res.Floor, m)
-		if b.o.churn == 0 {
+		if b.o.Churn == 0 {
 			continue
 		}
 		for _, srv := range order {
@@ -312,7 +311,7 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 				return res, fmt.Errorf("round %d, %s, connection churn: %w", round, srv.name, err)
 			}
 			b.say("  %-10s churn %d req/s   p50 %6.3f  p99 %6.3f ms   errors %d/%d",
-				srv.name, b.o.churnRate, ms(c.Percentile(0.5)), ms(c.Percentile(0.99)), c.Failed+c.Wrong, c.Requests)
+				srv.name, b.o.ChurnRate, ms(c.Percentile(0.5)), ms(c.Percentile(0.99)), c.Failed+c.Wrong, c.Requests)
 			res.Churn = append(res.Churn, churnRun{Round: round, Server: srv.name, Result: c})
 		}
 	}
@@ -326,15 +325,15 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 // checker from newCheck. A measurement that processes outside the bench
 // disturbed is made again, within the retries and the retry time allowed.
 func (b *bench) measureTarget(round int, name string, sc scenario, t target, newCheck func() answerCheck) (measurement, error) {
-	cost := 2*b.o.warmup + b.o.saturation + b.o.latency
+	cost := 2*b.o.Warmup + b.o.Saturation + b.o.Latency
 	label := sc.String()
 	for attempt := 1; ; attempt++ {
 		m := measurement{Round: round, Server: name, Scenario: sc, Attempts: attempt}
 		chk := newCheck()
-		sat := loadSpec{Workers: b.o.connections, Duration: b.o.saturation}
-		fixed := loadSpec{Rate: b.o.rate, Workers: b.o.connections, Duration: b.o.latency}
+		sat := loadSpec{Workers: b.o.Connections, Duration: b.o.Saturation}
+		fixed := loadSpec{Rate: b.o.Rate, Workers: b.o.Connections, Duration: b.o.Latency}
 
-		client := newClient(t, true, b.o.connections)
+		client := newClient(t, true, b.o.Connections)
 		warm, err := b.warm(client, t, chk, sat)
 		if err != nil {
 			return m, err
@@ -349,7 +348,7 @@ func (b *bench) measureTarget(round int, name string, sc scenario, t target, new
 		// request that finds them all busy waits for one (and its wait
 		// counts in its latency) rather than opening another, so that a
 		// server falling behind is not also handed a storm of handshakes.
-		client = newClient(t, true, b.o.connections)
+		client = newClient(t, true, b.o.Connections)
 		if warm, err = b.warm(client, t, chk, fixed); err != nil {
 			return m, err
 		}
@@ -368,7 +367,7 @@ func (b *bench) measureTarget(round int, name string, sc scenario, t target, new
 		if first != "" {
 			b.say("    first problem: %s", first)
 		}
-		if m.foreignCores() <= b.o.maxForeign || attempt > b.o.retries || b.retryLeft < cost {
+		if m.foreignCores() <= b.o.MaxForeign || attempt > b.o.Retries || b.retryLeft < cost {
 			return m, nil
 		}
 		b.retryLeft -= cost
@@ -378,10 +377,10 @@ func (b *bench) measureTarget(round int, name string, sc scenario, t target, new
 
 // warm runs spec for the warm-up time, when there is one.
 func (b *bench) warm(client *http.Client, t target, chk answerCheck, spec loadSpec) (loadResult, error) {
-	if b.o.warmup == 0 {
+	if b.o.Warmup == 0 {
 		return loadResult{}, nil
 	}
-	spec.Duration = b.o.warmup
+	spec.Duration = b.o.Warmup
 	return attack(client, t, b.reviews, chk, spec)
 }
 
@@ -392,14 +391,14 @@ func (b *bench) churnRun(srv *server) (loadResult, error) {
 	t := srv.targets[sc]
 	client := newClient(t, false, 0)
 	defer client.CloseIdleConnections()
-	return attack(client, t, b.reviews, newChecker(sc.Endpoint, b.expected[sc]), loadSpec{Rate: b.o.churnRate, Workers: b.o.connections, Duration: b.o.churn})
+	return attack(client, t, b.reviews, newChecker(sc.Endpoint, b.expected[sc]), loadSpec{Rate: b.o.ChurnRate, Workers: b.o.Connections, Duration: b.o.Churn})
 }
 
 // environment records the machine, versions and reviews.
 func (b *bench) environment() environment {
 	env := environment{
 		Started: time.Now(), Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
-		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.readOptimal,
+		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.ReadOptimal,
 	}
 	if out, err := exec.Command(b.opaBin, "version").Output(); err == nil {
 		first, _, _ := strings.Cut(string(out), "\n")
@@ -432,17 +431,3 @@ func (b *bench) stop() error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// cpuModel names the machine's processor, from /proc/cpuinfo.
-func cpuModel() string {
-	raw, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for line := range strings.Lines(string(raw)) {
-		if key, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(key) == "model name" {
-			return strings.TrimSpace(value)
-		}
-	}
-	return "unknown"
-}

@@ -1,96 +1,26 @@
-package main
+package sidebyside
 
 import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 )
-
-func TestParseMemory(t *testing.T) {
-	const others = "Name:\tfencegate\nVmPeak:\t 1 kB\nVmRSS:\t 1 kB\n"
-	tests := map[string]struct {
-		status  string
-		want    memory
-		wantErr string
-	}{
-		"all three":  {status: others + "VmHWM:\t   65536 kB\nRssAnon:\t 2048 kB\nRssFile:\t 1024 kB\n", want: memory{Peak: 64 << 20, Anon: 2 << 20, File: 1 << 20}},
-		"missing":    {status: others + "VmHWM:\t   65536 kB\n", wantErr: "no RssAnon, RssFile line"},
-		"other unit": {status: "VmHWM:\t 64 MB\n", wantErr: "want <number> kB"},
-		"not number": {status: "RssAnon:\t many kB\n", wantErr: "invalid syntax"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := parseMemory([]byte(tc.status))
-			checkErr(t, err, tc.wantErr)
-			if tc.wantErr == "" && got != tc.want {
-				t.Errorf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestParseStat(t *testing.T) {
-	// Fields 3… of a real stat line: state, ppid, …, utime (14), stime (15).
-	const rest = " S 4242 1 1 0 -1 4194560 1 0 0 0 250 50 0 0 20 0 8 0 1 1 1\n"
-	tests := map[string]struct {
-		stat     string
-		wantPPID int
-		wantCPU  time.Duration
-		wantErr  string
-	}{
-		"plain name":       {stat: "123 (fencegate)" + rest, wantPPID: 4242, wantCPU: 3 * time.Second},
-		"name with parens": {stat: "123 (a) (b) c)" + rest, wantPPID: 4242, wantCPU: 3 * time.Second},
-		"no name":          {stat: "123 fencegate S 1", wantErr: "no command name"},
-		"truncated":        {stat: "123 (x) S 1 1", wantErr: "want at least 13"},
-		"bad time":         {stat: "123 (x) S 1 1 1 0 -1 0 1 0 0 0 x 50 0", wantErr: "CPU time"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := parseStat([]byte(tc.stat))
-			checkErr(t, err, tc.wantErr)
-			if got.ppid != tc.wantPPID || got.cpu != tc.wantCPU {
-				t.Errorf("got ppid %d cpu %s, want %d and %s", got.ppid, got.cpu, tc.wantPPID, tc.wantCPU)
-			}
-		})
-	}
-}
-
-func TestParseBusy(t *testing.T) {
-	tests := map[string]struct {
-		line    string
-		want    time.Duration
-		wantErr string
-	}{
-		// user nice system idle iowait irq softirq steal: idle and iowait
-		// are not busy.
-		"aggregate": {line: "cpu  100 10 50 9000 400 5 5 30 0 0", want: 2 * time.Second},
-		"per cpu":   {line: "cpu0 100 10 50 9000 400 5 5 30 0 0", wantErr: "aggregate cpu line"},
-		"short":     {line: "cpu 1 2 3", wantErr: "aggregate cpu line"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := parseBusy([]byte(tc.line))
-			checkErr(t, err, tc.wantErr)
-			if got != tc.want {
-				t.Errorf("got %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
 
 func TestThisProcessIsMeasurable(t *testing.T) {
 	mem, err := readMemory(os.Getpid())
 	if err != nil || mem.Peak == 0 || mem.Anon == 0 || mem.File == 0 {
 		t.Fatalf("memory of this process: %+v, %v", mem, err)
 	}
-	if _, err := cpuTime(0); err != nil {
-		t.Fatal(err)
+	if cpu, err := cpuTime(0); err != nil || cpu <= 0 {
+		t.Fatalf("CPU time of this process: %v, %v", cpu, err)
+	}
+	if busy, err := machineBusy(); err != nil || busy <= 0 {
+		t.Fatalf("busy time of the machine: %v, %v", busy, err)
+	}
+	if load, err := loadAverage(); err != nil || load < 0 {
+		t.Fatalf("load average: %v, %v", load, err)
 	}
 	if _, err := descendantsCPU(os.Getpid()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := machineBusy(); err != nil {
 		t.Fatal(err)
 	}
 	pid, err := findProcess(os.Args[0], os.Args[1:]...)

@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/fencegate/fencegate/engine/enginetest"
 )
 
 // endpoint is an admission endpoint: what its answers carry.
@@ -35,15 +37,16 @@ type answer struct {
 // endpoint of a server deciding for one fence state.
 type expected map[string]answer
 
-// expect decides every review with the oracle and returns the answers each
-// endpoint must give. wantAllowed says what the fence state must lead to for
-// these CREATEs and UPDATEs: allowed with a patch (the fence holder) or denied
-// without one (a fenced cluster); an oracle that decides otherwise means the
-// reviews or the data do not exercise the path they are meant to.
-func expect(ctx context.Context, o *oracle, reviews []review, wantAllowed bool) (map[endpoint]expected, error) {
+// expect decides every review with the reference evaluation and returns
+// the answers each endpoint must give. wantAllowed says what the fence state
+// must lead to for these CREATEs and UPDATEs: allowed with a patch (the
+// fence holder) or denied without one (a fenced cluster); a reference that
+// decides otherwise means the reviews or the data do not exercise the path
+// they are meant to.
+func expect(ctx context.Context, ref *enginetest.Reference, reviews []review, wantAllowed bool) (map[endpoint]expected, error) {
 	out := map[endpoint]expected{validate: {}, mutate: {}}
 	for _, r := range reviews {
-		d, err := o.decide(ctx, r.Body)
+		d, err := ref.Admit(ctx, r.Body)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", r.Operation, r.UID, err)
 		}
@@ -55,8 +58,15 @@ func expect(ctx context.Context, o *oracle, reviews []review, wantAllowed bool) 
 		case !wantAllowed && (len(d.Patch) > 0 || len(d.Reasons) == 0):
 			return nil, fmt.Errorf("%s %s: a denial must give a reason and no patch, got reasons %q and patch %v", r.Operation, r.UID, d.Reasons, d.Patch)
 		}
+		// The patch as a client decodes it from the answer.
+		var patch []any
+		if len(d.Patch) > 0 {
+			if err := json.Unmarshal(mustJSON(d.Patch), &patch); err != nil {
+				return nil, fmt.Errorf("%s %s: the decision's patch: %w", r.Operation, r.UID, err)
+			}
+		}
 		out[validate][r.UID] = answer{allowed: d.Allowed, message: strings.Join(d.Reasons, "; "), warnings: d.Warnings}
-		out[mutate][r.UID] = answer{allowed: true, warnings: d.Warnings, patch: d.Patch}
+		out[mutate][r.UID] = answer{allowed: true, warnings: d.Warnings, patch: patch}
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"context"
@@ -10,24 +10,23 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 )
 
-// floorCommand runs the bench's own binary as the floor server.
-const floorCommand = "serve-floor"
+// FloorCommand is the first argument that runs the bench's own binary as the
+// floor server (ServeFloor); the bench starts it so.
+const FloorCommand = "serve-floor"
 
 // floorAnswer is what the floor server answers every request with.
 var floorAnswer = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"floor","allowed":true}}`)
 
-// serveFloor is the floor server: a Go HTTPS server, configured like
-// fencegate's webhook, that reads each request's body and answers a canned
-// AdmissionReview without decoding anything. What the load generator
+// ServeFloor runs the floor server until ctx ends: a Go HTTPS server,
+// configured like fencegate's webhook, that reads each request's body and
+// answers a canned AdmissionReview without decoding anything. What the load generator
 // measures against it is what this machine, TLS and the load generator cost
 // by themselves: the floor under every server's figures.
-func serveFloor(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet(floorCommand, flag.ContinueOnError)
+func ServeFloor(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet(FloorCommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error says what is wrong
 	addr := fs.String("addr", "", "address to serve HTTPS on")
 	certFile := fs.String("cert", "", "serving certificate (PEM)")
@@ -68,17 +67,6 @@ func serveFloor(ctx context.Context, args []string) error {
 	return nil
 }
 
-// floorMain runs the floor server until SIGTERM or SIGINT.
-func floorMain(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := serveFloor(ctx, args); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
 // startFloor runs this binary as the floor server in dir.
 func startFloor(ctx context.Context, dir string) (*serverProcess, error) {
 	self, err := os.Executable()
@@ -92,5 +80,5 @@ func startFloor(ctx context.Context, dir string) (*serverProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startServerProcess(ctx, "floor", dir, srv, self, floorCommand, "-addr", srv.addr, "-cert", srv.certFile, "-key", srv.keyFile)
+	return startServerProcess(ctx, "floor", dir, srv, self, FloorCommand, "-addr", srv.addr, "-cert", srv.certFile, "-key", srv.keyFile)
 }

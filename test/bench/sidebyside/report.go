@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"fmt"
@@ -24,20 +24,35 @@ type metric struct {
 	format func(float64) string
 }
 
-func metrics(o options) []metric {
+func metrics(o Options) []metric {
+	rate := thousands(float64(o.Rate))
 	return []metric{
-		{fmt.Sprintf("requests/s at saturation (%d connections)", o.connections), func(m measurement) float64 { return m.Saturation.Throughput() }, formatRate},
-		{fmt.Sprintf("p50 at %s req/s (ms)", thousands(float64(o.rate))), func(m measurement) float64 { return ms(m.Latency.Percentile(0.50)) }, formatMS},
-		{fmt.Sprintf("p90 at %s req/s (ms)", thousands(float64(o.rate))), func(m measurement) float64 { return ms(m.Latency.Percentile(0.90)) }, formatMS},
-		{fmt.Sprintf("p99 at %s req/s (ms)", thousands(float64(o.rate))), func(m measurement) float64 { return ms(m.Latency.Percentile(0.99)) }, formatMS},
+		{fmt.Sprintf("requests/s at saturation (%d connections)", o.Connections), throughput, formatRate},
+		{fmt.Sprintf("p50 at %s req/s (ms)", rate), latencyAt(0.50), formatMS},
+		{fmt.Sprintf("p90 at %s req/s (ms)", rate), latencyAt(0.90), formatMS},
+		{fmt.Sprintf("p99 at %s req/s (ms)", rate), latencyP99, formatMS},
 		{"server CPU per request at saturation (µs)", func(m measurement) float64 {
-			return float64(m.Saturation.ServerCPUPerRequest()) / float64(time.Microsecond)
+			return micros(m.Saturation.ServerCPUPerRequest())
 		}, formatFixed(0)},
 		{"peak RSS (MiB)", func(m measurement) float64 { return mib(m.Memory.Peak) }, formatFixed(1)},
 		{"resident after the runs: anonymous (MiB)", func(m measurement) float64 { return mib(m.Memory.Anon) }, formatFixed(1)},
 		{"resident after the runs: file-backed (MiB)", func(m measurement) float64 { return mib(m.Memory.File) }, formatFixed(1)},
 	}
 }
+
+// throughput is a measurement's requests/s at saturation.
+func throughput(m measurement) float64 { return m.Saturation.Throughput() }
+
+// latencyAt returns a measurement's latency percentile q at the fixed rate,
+// in milliseconds.
+func latencyAt(q float64) func(measurement) float64 {
+	return func(m measurement) float64 { return ms(m.Latency.Percentile(q)) }
+}
+
+// latencyP99 is a measurement's p99 at the fixed rate, in milliseconds.
+var latencyP99 = latencyAt(0.99)
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
@@ -111,24 +126,25 @@ func mapKeys(m map[int]float64) func(func(int) bool) {
 	}
 }
 
-// report prints the tables, writes them to a file under o.out, and fails if
+// report prints the tables, writes them to a file under o.Out, and fails if
 // any answer was failed or wrong: such figures are not valid.
-func report(o options, res results, out io.Writer, say func(string, ...any)) error {
+func report(o Options, res results, out io.Writer, say func(string, ...any)) error {
 	text := render(o, res)
 	if _, err := io.WriteString(out, text); err != nil {
 		return fmt.Errorf("print the report: %w", err)
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return fmt.Errorf("report directory: %w", err)
 	}
-	path := filepath.Join(o.out, "bench-"+res.Env.Started.Format("20060102-150405")+".md")
+	path := filepath.Join(o.Out, "bench-"+res.Env.Started.Format("20060102-150405")+".md")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return fmt.Errorf("write the report: %w", err)
 	}
 	say("report written to %s", path)
 	failed, wrong, requests := totals(res)
 	if failed+wrong > 0 {
-		return fmt.Errorf("%d of %d requests failed and %d were answered wrongly: the figures are not valid (see the report)", failed, requests, wrong)
+		return fmt.Errorf("%d of %d requests failed and %d were answered wrongly: the figures are not valid (see the report)",
+			failed, requests, wrong)
 	}
 	return nil
 }
@@ -146,7 +162,7 @@ func totals(res results) (failed, wrong, requests int) {
 }
 
 // render formats the report as Markdown.
-func render(o options, res results) string {
+func render(o Options, res results) string {
 	var b strings.Builder
 	env := res.Env
 	fmt.Fprintf(&b, "# fencegate's admission webhook and OPA's server, side by side\n\n")
@@ -157,18 +173,30 @@ func render(o options, res results) string {
 	for _, m := range res.Measurements {
 		foreign, stack = append(foreign, m.foreignCores()), append(stack, m.stackCores())
 	}
-	fmt.Fprintf(&b, "Load average (1 min) %.2f before, %.2f after. During the runs, processes outside the benchmark kept %s cores busy, the idle parts of the stack (the other servers, control planes, authority) %s (median, min–max); runs with more than %.2f foreign cores were measured again, up to %d times and %s in all.\n\n",
-		env.LoadBefore, env.LoadAfter, spreadOf(foreign).format(formatFixed(2)), spreadOf(stack).format(formatFixed(2)), o.maxForeign, o.retries, o.retryBudget)
-	fmt.Fprintf(&b, "Both servers serve TLS (ECDSA P-256 certificates, TLS 1.3) and are sent the same %d AdmissionReviews of Components in turn, half CREATE (%.1f KB) and half UPDATE with the old object (%.1f KB), by the same load generator (vegeta's library, HTTP/1.1, in this process on the same cores). ",
+	fmt.Fprintf(&b, "Load average (1 min) %.2f before, %.2f after. "+
+		"During the runs, processes outside the benchmark kept %s cores busy, "+
+		"the idle parts of the stack (the other servers, control planes, authority) %s (median, min–max); "+
+		"runs with more than %.2f foreign cores were measured again, up to %d times and %s in all.\n\n",
+		env.LoadBefore, env.LoadAfter, spreadOf(foreign).format(formatFixed(2)), spreadOf(stack).format(formatFixed(2)),
+		o.MaxForeign, o.Retries, o.RetryBudget)
+	fmt.Fprintf(&b, "Both servers serve TLS (ECDSA P-256 certificates, TLS 1.3) and are sent the same %d AdmissionReviews "+
+		"of Components in turn, half CREATE (%.1f KB) and half UPDATE with the old object (%.1f KB), "+
+		"by the same load generator (vegeta's library, HTTP/1.1, in this process on the same cores). ",
 		env.Reviews, float64(env.CreateBytes)/1000, float64(env.UpdateBytes)/1000)
 	readOpt := ""
 	if env.OPAReadOptimizedArg {
 		readOpt = ", --optimize-store-for-read-speed"
 	}
-	fmt.Fprintf(&b, "fencegate is `fencegate run` as deployed (agent, controller, decision log on); OPA is `opa run --server --log-level error --skip-version-check%s` (no decision logs) with the shipped policies and the tutorial's `system.main` envelope. ", readOpt)
-	fmt.Fprintf(&b, "Every answer of every run, warm-ups included, is checked against a plain evaluation of the shipped policies.\n\n")
-	fmt.Fprintf(&b, "%d rounds, the servers alternating (fencegate first in odd rounds). Saturation: %d kept-alive connections, %s per run; latency: %s req/s for %s; %s warm-up before each. Cells: median (min–max) over rounds; the ratio is fencegate / OPA, round by round (higher is better for requests/s, lower for the rest).\n\n",
-		o.rounds, o.connections, o.saturation, thousands(float64(o.rate)), o.latency, o.warmup)
+	fmt.Fprintf(&b, "fencegate is `fencegate run` as deployed (agent, controller, decision log on); "+
+		"OPA is `opa run --server --log-level error --skip-version-check%s` (no decision logs) "+
+		"with the shipped policies and the tutorial's `system.main` envelope. ", readOpt)
+	b.WriteString("Every answer of every run, warm-ups included, is checked against the reference evaluation " +
+		"of the shipped policies (OPA in the benchmark's process, `enginetest.Reference`).\n\n")
+	fmt.Fprintf(&b, "%d rounds, the servers alternating (fencegate first in odd rounds). "+
+		"Saturation: %d kept-alive connections, %s per run; latency: %s req/s for %s; %s warm-up before each. "+
+		"Cells: median (min–max) over rounds; the ratio is fencegate / OPA, round by round "+
+		"(higher is better for requests/s, lower for the rest).\n\n",
+		o.Rounds, o.Connections, o.Saturation, thousands(float64(o.Rate)), o.Latency, o.Warmup)
 
 	for _, sc := range scenarios {
 		fmt.Fprintf(&b, "## %s\n\n", scenarioTitle(sc))
@@ -186,16 +214,20 @@ func render(o options, res results) string {
 
 	if len(res.Floor) > 0 {
 		fmt.Fprintf(&b, "## The floor: TLS, this machine and the load generator alone\n\n")
-		fmt.Fprintf(&b, "A Go HTTPS server (configured like fencegate's webhook, a process of its own) that reads each review and answers a canned AdmissionReview without decoding anything, measured the same way. No admission server can do better here; what a server adds above this is its own cost.\n\n")
+		b.WriteString("A Go HTTPS server (configured like fencegate's webhook, a process of its own) that reads each review " +
+			"and answers a canned AdmissionReview without decoding anything, measured the same way. " +
+			"No admission server can do better here; what a server adds above this is its own cost.\n\n")
 		fmt.Fprintf(&b, "| | floor |\n|---|---:|\n")
 		for _, mt := range metrics(o)[:5] {
-			fmt.Fprintf(&b, "| %s | %s |\n", mt.name, spreadOf(values(byRound(res.Floor, floorServer, scenario{}, mt.value))).format(mt.format))
+			floor := values(byRound(res.Floor, floorServer, scenario{}, mt.value))
+			fmt.Fprintf(&b, "| %s | %s |\n", mt.name, spreadOf(floor).format(mt.format))
 		}
 		fmt.Fprintf(&b, "| failed / wrong answers of all requests | %s |\n\n", problemCell(res.Floor, floorServer, scenario{}))
 	}
 
 	if len(res.Churn) > 0 {
-		fmt.Fprintf(&b, "## Connection churn: validate, active, a new TLS connection per request at %s req/s for %s\n\n", thousands(float64(o.churnRate)), o.churn)
+		fmt.Fprintf(&b, "## Connection churn: validate, active, a new TLS connection per request at %s req/s for %s\n\n",
+			thousands(float64(o.ChurnRate)), o.Churn)
 		fmt.Fprintf(&b, "| | fencegate | OPA server | fencegate / OPA |\n|---|---:|---:|---:|\n")
 		for _, row := range []struct {
 			name   string
@@ -206,7 +238,7 @@ func render(o options, res results) string {
 			{"p50 (ms)", func(r loadResult) float64 { return ms(r.Percentile(0.5)) }, formatMS},
 			{"p90 (ms)", func(r loadResult) float64 { return ms(r.Percentile(0.9)) }, formatMS},
 			{"p99 (ms)", func(r loadResult) float64 { return ms(r.Percentile(0.99)) }, formatMS},
-			{"server CPU per request (µs)", func(r loadResult) float64 { return float64(r.ServerCPUPerRequest()) / float64(time.Microsecond) }, formatFixed(0)},
+			{"server CPU per request (µs)", func(r loadResult) float64 { return micros(r.ServerCPUPerRequest()) }, formatFixed(0)},
 		} {
 			fg, opa := map[int]float64{}, map[int]float64{}
 			for _, c := range res.Churn {
@@ -229,21 +261,21 @@ func render(o options, res results) string {
 }
 
 // renderTargets says whether fencegate meets its targets.
-func renderTargets(b *strings.Builder, o options, res results) {
+func renderTargets(b *strings.Builder, o Options, res results) {
 	fmt.Fprintf(b, "## Targets (fencegate over TLS)\n\n| target | measured | |\n|---|---|---|\n")
 	worstRatio, worstRatioAt, lowestRound := 0.0, "", 0.0
 	worstP99, worstP99At, highestRound := 0.0, "", 0.0
 	var peak float64
 	for i, sc := range scenarios {
-		thr := func(m measurement) float64 { return m.Saturation.Throughput() }
-		r := spreadOf(ratios(byRound(res.Measurements, fencegateServer, sc, thr), byRound(res.Measurements, opaServerName, sc, thr)))
+		r := spreadOf(ratios(byRound(res.Measurements, fencegateServer, sc, throughput),
+			byRound(res.Measurements, opaServerName, sc, throughput)))
 		if i == 0 || r.med < worstRatio {
 			worstRatio, worstRatioAt = r.med, sc.String()
 		}
 		if i == 0 || r.lo < lowestRound {
 			lowestRound = r.lo
 		}
-		p := spreadOf(values(byRound(res.Measurements, fencegateServer, sc, func(m measurement) float64 { return ms(m.Latency.Percentile(0.99)) })))
+		p := spreadOf(values(byRound(res.Measurements, fencegateServer, sc, latencyP99)))
 		if p.med > worstP99 {
 			worstP99, worstP99At = p.med, sc.String()
 		}
@@ -253,41 +285,49 @@ func renderTargets(b *strings.Builder, o options, res results) {
 		}
 	}
 	fmt.Fprintf(b, "| ≥ %.0f× OPA server's requests/s at saturation | %s in the weakest scenario (%s); lowest single round %s | %s |\n",
-		targetThroughputRatio, formatRatio(worstRatio), worstRatioAt, formatRatio(lowestRound), verdict(worstRatio >= targetThroughputRatio))
+		targetThroughputRatio, formatRatio(worstRatio), worstRatioAt, formatRatio(lowestRound),
+		verdict(worstRatio >= targetThroughputRatio))
 	var quiet []float64
 	for _, m := range res.Measurements {
-		if m.Server == fencegateServer && m.foreignCores() <= o.maxForeign {
-			quiet = append(quiet, ms(m.Latency.Percentile(0.99)))
+		if m.Server == fencegateServer && m.foreignCores() <= o.MaxForeign {
+			quiet = append(quiet, latencyP99(m))
 		}
 	}
 	quietText := "no fencegate run was undisturbed by other processes"
 	if len(quiet) > 0 {
 		q := spreadOf(quiet)
-		quietText = fmt.Sprintf("%d fencegate runs undisturbed by other processes: median %s ms, highest %s ms", q.n, formatMS(q.med), formatMS(q.hi))
+		quietText = fmt.Sprintf("%d fencegate runs undisturbed by other processes: median %s ms, highest %s ms",
+			q.n, formatMS(q.med), formatMS(q.hi))
 	}
-	floorP99 := spreadOf(values(byRound(res.Floor, floorServer, scenario{}, func(m measurement) float64 { return ms(m.Latency.Percentile(0.99)) })))
-	fmt.Fprintf(b, "| p99 ≤ %s at the fixed rate | %s ms in the slowest scenario (%s); highest single round %s ms; %s; the floor's p99 %s ms | %s |\n",
-		targetP99, formatMS(worstP99), worstP99At, formatMS(highestRound), quietText, floorP99.format(formatMS), verdict(worstP99 <= ms(targetP99)))
+	floorP99 := spreadOf(values(byRound(res.Floor, floorServer, scenario{}, latencyP99)))
+	fmt.Fprintf(b, "| p99 ≤ %s at the fixed rate | %s ms in the slowest scenario (%s); highest single round %s ms; %s; "+
+		"the floor's p99 %s ms | %s |\n",
+		targetP99, formatMS(worstP99), worstP99At, formatMS(highestRound), quietText, floorP99.format(formatMS),
+		verdict(worstP99 <= ms(targetP99)))
 	var anon, file float64
 	for _, m := range res.Measurements {
 		if m.Server == fencegateServer {
 			anon, file = max(anon, mib(m.Memory.Anon)), max(file, mib(m.Memory.File))
 		}
 	}
-	fmt.Fprintf(b, "| peak RSS ≤ %d MiB | %.1f MiB (VmHWM); after the runs at most %.1f MiB anonymous (heap, stacks) and %.1f MiB file-backed (the binary's pages) | %s |\n\n",
+	fmt.Fprintf(b, "| peak RSS ≤ %d MiB | %.1f MiB (VmHWM); after the runs at most %.1f MiB anonymous (heap, stacks) "+
+		"and %.1f MiB file-backed (the binary's pages) | %s |\n\n",
 		targetRSS>>20, peak/(1<<20), anon, file, verdict(peak <= targetRSS))
 }
 
 // renderRuns lists every run.
-func renderRuns(b *strings.Builder, o options, res results) {
-	fmt.Fprintf(b, "## Every run\n\n| round | server | scenario | req/s | p50 ms | p90 ms | p99 ms | fixed rate kept | CPU µs/req | generator µs/req | RSS MiB | foreign cores | stack cores | attempts | failed/wrong/requests |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+func renderRuns(b *strings.Builder, o Options, res results) {
+	b.WriteString("## Every run\n\n" +
+		"| round | server | scenario | req/s | p50 ms | p90 ms | p99 ms | fixed rate kept | CPU µs/req | generator µs/req " +
+		"| RSS MiB | foreign cores | stack cores | attempts | failed/wrong/requests |\n" +
+		"|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, m := range append(slices.Clone(res.Measurements), res.Floor...) {
 		f, w, n, first := m.problems()
 		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %.0f%% | %.0f | %.0f | %.1f | %.2f | %.2f | %d | %d/%d/%d |\n",
 			m.Round, m.Server, m.Scenario, formatRate(m.Saturation.Throughput()),
-			formatMS(ms(m.Latency.Percentile(0.5))), formatMS(ms(m.Latency.Percentile(0.9))), formatMS(ms(m.Latency.Percentile(0.99))),
-			100*m.Latency.Throughput()/float64(o.rate), float64(m.Saturation.ServerCPUPerRequest())/float64(time.Microsecond),
-			float64(m.Saturation.GeneratorCPU)/float64(max(m.Saturation.Requests, 1))/float64(time.Microsecond),
+			formatMS(latencyAt(0.5)(m)), formatMS(latencyAt(0.9)(m)), formatMS(latencyP99(m)),
+			100*m.Latency.Throughput()/float64(o.Rate), micros(m.Saturation.ServerCPUPerRequest()),
+			micros(m.Saturation.GeneratorCPU)/float64(max(m.Saturation.Requests, 1)),
 			mib(m.Memory.Peak), m.foreignCores(), m.stackCores(), m.Attempts, f, w, n)
 		if first != "" {
 			fmt.Fprintf(b, "|  | first problem | %s | | | | | | | | | | | | |\n", strings.ReplaceAll(first, "|", "\\|"))

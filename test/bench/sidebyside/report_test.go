@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ func TestThousands(t *testing.T) {
 // TestReport checks the verdicts against the targets and that a run with a
 // wrong answer is reported as invalid.
 func TestReport(t *testing.T) {
-	o := options{out: t.TempDir(), rounds: 1, connections: 8, rate: 1000, saturation: time.Second, latency: time.Second}
+	o := Options{Out: t.TempDir(), Rounds: 1, Connections: 8, Rate: 1000, Saturation: time.Second, Latency: time.Second}
 	run := func(server string, sc scenario, rps float64, p99 time.Duration, rss uint64, wrong int) measurement {
 		lat := make([]time.Duration, 100)
 		for i := range lat {

@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"encoding/json"

@@ -1,0 +1,151 @@
+package sidebyside
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/stack"
+)
+
+// Options configure a run; AddFlags gives each its flag.
+type Options struct {
+	// Out is the directory the report is written to.
+	Out string
+	// Rounds is how many times every scenario is measured on both servers.
+	Rounds int
+	// Connections is the number of kept-alive connections (and workers)
+	// of the saturation runs.
+	Connections int
+	// Saturation is the length of each saturation run.
+	Saturation time.Duration
+	// Rate and Latency are the request rate and length of each fixed-rate
+	// run.
+	Rate    int
+	Latency time.Duration
+	// Warmup is the unmeasured (but checked) load before each run.
+	Warmup time.Duration
+	// ChurnRate and Churn are the rate and length of each connection-churn
+	// run; Churn 0 skips them.
+	ChurnRate int
+	Churn     time.Duration
+	// Reviews is the number of distinct AdmissionReview bodies sent in turn.
+	Reviews int
+	// MaxForeign, Retries and RetryBudget bound the measuring again of runs
+	// that processes outside the benchmark disturbed.
+	MaxForeign  float64
+	Retries     int
+	RetryBudget time.Duration
+	// ReadOptimal runs OPA with --optimize-store-for-read-speed.
+	ReadOptimal bool
+}
+
+// AddFlags registers the options' flags on fs, with their defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Out, "o", "reports", "directory the report is written to (created if missing)")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds; each measures every scenario on both servers, alternating which goes first")
+	fs.IntVar(&o.Connections, "connections", 8, "kept-alive connections (and workers) of the saturation runs")
+	fs.DurationVar(&o.Saturation, "saturation-duration", 3*time.Second, "length of each saturation run")
+	fs.IntVar(&o.Rate, "rate", 1000, "requests per second of the fixed-rate (latency) runs")
+	fs.DurationVar(&o.Latency, "latency-duration", 4*time.Second, "length of each fixed-rate run")
+	fs.DurationVar(&o.Warmup, "warmup", 500*time.Millisecond,
+		"unmeasured (but checked) load before each run, to open connections and warm caches")
+	fs.IntVar(&o.ChurnRate, "churn-rate", 500,
+		"requests per second of the connection-churn runs (a new TLS connection per request)")
+	fs.DurationVar(&o.Churn, "churn-duration", 2*time.Second, "length of each connection-churn run; 0 skips them")
+	fs.IntVar(&o.Reviews, "reviews", 64, "distinct AdmissionReview bodies (half CREATE, half UPDATE) sent in turn")
+	fs.Float64Var(&o.MaxForeign, "max-foreign-cores", 0.3,
+		"measure a run again when processes outside the benchmark kept more than this many cores busy during it")
+	fs.IntVar(&o.Retries, "retries", 2, "how many times a disturbed run is measured again, at most")
+	fs.DurationVar(&o.RetryBudget, "retry-budget", 45*time.Second, "how much time measuring disturbed runs again may take in all")
+	fs.BoolVar(&o.ReadOptimal, "opa-read-optimized-store", false,
+		"run OPA with --optimize-store-for-read-speed (which costs it 3–7% more CPU per request with these policies)")
+}
+
+// Validate reports every option that is out of range.
+func (o Options) Validate() error {
+	var errs []error
+	positive := map[string]int{"-rounds": o.Rounds, "-connections": o.Connections, "-rate": o.Rate, "-reviews": o.Reviews}
+	for name, v := range positive {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s is %d: want a positive number", name, v))
+		}
+	}
+	if o.Saturation <= 0 || o.Latency <= 0 {
+		errs = append(errs, fmt.Errorf("-saturation-duration %s and -latency-duration %s must be positive", o.Saturation, o.Latency))
+	}
+	if o.Churn > 0 && o.ChurnRate <= 0 {
+		errs = append(errs, fmt.Errorf("-churn-rate is %d: want a positive rate, or -churn-duration 0 to skip churn", o.ChurnRate))
+	}
+	if o.Warmup < 0 || o.Churn < 0 || o.Retries < 0 || o.RetryBudget < 0 || o.MaxForeign < 0 {
+		errs = append(errs, errors.New("-warmup, -churn-duration, -retries, -retry-budget and -max-foreign-cores cannot be negative"))
+	}
+	if o.Reviews < 2 {
+		errs = append(errs, fmt.Errorf("-reviews is %d: want at least 2 (a CREATE and an UPDATE)", o.Reviews))
+	}
+	return errors.Join(errs...)
+}
+
+// Run builds what it needs, starts both servers, measures and reports: the
+// report on out, progress on progress.
+func Run(ctx context.Context, o Options, out, progress io.Writer) (err error) {
+	say := func(format string, args ...any) { fmt.Fprintf(progress, format+"\n", args...) }
+	root, err := cluster.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	say("building the control plane and opa (cached after the first time) …")
+	tools := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-tools.sh"), "kube", "etcd", "opa")
+	tools.Stdout, tools.Stderr = progress, progress
+	if err := tools.Run(); err != nil {
+		return fmt.Errorf("hack/build-tools.sh kube etcd opa: %w", err)
+	}
+	work, err := os.MkdirTemp("", "fencegate-bench-")
+	if err != nil {
+		return fmt.Errorf("work directory: %w", err)
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(work)) }()
+	say("building fencegate …")
+	bin, err := stack.Build(ctx, work)
+	if err != nil {
+		return err
+	}
+
+	say("starting a fence authority and two control planes, east (holds the fence) and west (fenced) …")
+	stackDir := filepath.Join(work, "stack")
+	if err := os.Mkdir(stackDir, 0o700); err != nil {
+		return fmt.Errorf("stack directory: %w", err)
+	}
+	s, err := stack.Start(ctx, stack.Options{
+		Binary:   bin,
+		Dir:      stackDir,
+		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
+		Say:      func(format string, args ...any) { say("  "+format, args...) },
+	})
+	defer func() {
+		if stopErr := s.Stop(); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stop the stack: %w", stopErr))
+		}
+	}()
+	if err != nil {
+		return err
+	}
+
+	b, err := newBench(ctx, o, root, s, say)
+	defer func() { err = errors.Join(err, b.stop()) }()
+	if err != nil {
+		return err
+	}
+	res, err := b.measure(ctx)
+	if err != nil {
+		return err
+	}
+	return report(o, res, out, say)
+}
