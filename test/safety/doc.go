@@ -5,8 +5,13 @@
 // Its tests run randomized failover histories: three clusters, each one or
 // two pods of a fence agent and a policy engine, in one process against a
 // real authority (embedded etcd), with epoch raises rolled out the way a Deployment rolls (old pods
-// keep answering while they stop), authority restarts, and partitions of one
-// agent (dropped or stalled by internal/tcpproxy), while every engine
+// keep answering while they stop), authority restarts, partitions of one
+// agent (dropped or stalled by internal/tcpproxy), and an operator nemesis:
+// revocations of a cluster's or a pod's leases, forgotten clusters, and
+// hostile callers (releases and declarations as another cluster or by an
+// identity with no role, epochs far out of step), which the authority,
+// serving mTLS with an authorization file as in production, must refuse;
+// while every engine
 // answers a stream of concurrent AdmissionReviews. Every admitted request is
 // recorded with the time its Admit call began and ended and the fencing
 // token it was stamped with, and Check looks for a violation. A failing

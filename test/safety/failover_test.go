@@ -83,11 +83,11 @@ func unsafe(sched schedule, h History, r Report, replay string) string {
 func TestRandomizedFailover(t *testing.T) {
 	// A failing history prints itself with its seed: that is the record.
 	// The authority's log of hundreds of histories would bury it.
-	srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: leaseTTL, Quiet: true})
+	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL, Quiet: true})
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, events, denied, multi := 0, 0, 0, 0
+	steps, operated, events, denied, multi := 0, 0, 0, 0, 0
 	began := time.Now()
 	for i, seed := range list {
 		sched := plan(seed, pods)
@@ -98,6 +98,11 @@ func TestRandomizedFailover(t *testing.T) {
 		total.Handovers += r.Handovers
 		total.InFlight += r.InFlight
 		steps += len(sched.steps)
+		for _, st := range sched.steps {
+			if st.kind == operate {
+				operated++
+			}
+		}
 		if sched.replicas > 1 {
 			multi++
 		}
@@ -113,8 +118,8 @@ func TestRandomizedFailover(t *testing.T) {
 			t.Fatal(unsafe(sched, h, r, replay))
 		}
 	}
-	t.Logf("%d histories (%d of them with several pods per cluster) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps, %d events",
-		len(list), multi, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps, events)
+	t.Logf("%d histories (%d of them with several pods per cluster) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps (%d of them an operator's or a hostile caller's), %d events",
+		len(list), multi, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps, operated, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
-	"github.com/fencegate/fencegate/authority/authoritytest"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fenceagent"
@@ -60,6 +59,7 @@ type pod struct {
 	name    string
 	cluster int
 	uid     string
+	epoch   uint64
 	engine  *engine.Engine
 	agent   *fenceagent.ClusterFence
 	proxy   *tcpproxy.Proxy
@@ -80,7 +80,7 @@ type writerWrap func(fencestate.Writer) fencestate.Writer
 // run plays one schedule against the authority and records its history.
 type run struct {
 	t      *testing.T
-	srv    *authoritytest.Server
+	srv    *lab
 	sched  schedule
 	domain string
 	bodies []review
@@ -100,9 +100,15 @@ type run struct {
 	serving [][]*pod
 	all     []*pod
 	counter []int
+	// clients are the clients of the operator and the hostile callers,
+	// by identity.
+	clients map[string]fencev1.FenceServiceClient
 }
 
-func newRun(t *testing.T, srv *authoritytest.Server, sched schedule, bodies []review, wrap writerWrap) *run {
+// instance is the pod's instance name, as the chart names it.
+func (p *pod) instance() string { return strings.ReplaceAll(p.name, "/", "-") }
+
+func newRun(t *testing.T, srv *lab, sched schedule, bodies []review, wrap writerWrap) *run {
 	return &run{
 		t: t, srv: srv, sched: sched, bodies: bodies, wrap: wrap,
 		domain:  "h-" + strconv.FormatUint(sched.seed, 36),
@@ -146,6 +152,8 @@ func (r *run) play() History {
 			r.background.Go(func() { r.rollout(st) })
 		case partition:
 			r.partition(st)
+		case operate:
+			r.operate(st)
 		case restart:
 			// On the test's goroutine: Restart fails the test if the
 			// authority cannot come back.
@@ -164,7 +172,7 @@ func (r *run) play() History {
 func (r *run) startPod(c int, epoch uint64) *pod {
 	r.mu.Lock()
 	r.counter[c]++
-	p := &pod{name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c]}
+	p := &pod{name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c], epoch: epoch}
 	r.all = append(r.all, p)
 	r.mu.Unlock()
 
@@ -177,7 +185,7 @@ func (r *run) startPod(c int, epoch uint64) *pod {
 		r.t.Errorf("%s: proxy: %v", p.name, err)
 		return p
 	}
-	conn, err := fenceagent.Dial(p.proxy.Addr(), nil)
+	conn, err := fenceagent.Dial(p.proxy.Addr(), r.srv.clientTLS(r.t, clusterID(clusterNames[c])))
 	if err != nil {
 		r.t.Errorf("%s: dial: %v", p.name, err)
 		return p
@@ -193,7 +201,7 @@ func (r *run) startPod(c int, epoch uint64) *pod {
 		ClusterName:     clusterNames[c],
 		ClusterUID:      p.uid,
 		Epoch:           epoch,
-		Instance:        strings.ReplaceAll(p.name, "/", "-"),
+		Instance:        p.instance(),
 		DeclareInterval: declareInterval,
 		DeclareTimeout:  declareTimeout,
 		LeaseMargin:     leaseMargin,

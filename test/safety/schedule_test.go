@@ -36,7 +36,38 @@ const (
 	partition
 	// restart restarts the authority on the same address and data.
 	restart
+	// operate is an operator's action or a hostile caller's (see
+	// operatorAction).
+	operate
 )
+
+// operatorAction is what an operate step does.
+type operatorAction int
+
+const (
+	// revokeCluster revokes every lease of a cluster.
+	revokeCluster operatorAction = iota
+	// revokePod revokes the lease of one pod.
+	revokePod
+	// forget makes the authority forget a cluster.
+	forget
+	// foreignRelease releases a pod's lease as an operator, as another
+	// cluster and as an unbound caller: each must be refused.
+	foreignRelease
+	// foreignDeclare declares as a cluster as another cluster and as an
+	// unbound caller: each must be refused.
+	foreignDeclare
+	// outOfStep declares, as a cluster of its own, an epoch far above every
+	// other: refused, and nothing recorded.
+	outOfStep
+	operatorActions
+)
+
+var operatorActionNames = map[operatorAction]string{
+	revokeCluster: "revoke every lease of", revokePod: "revoke the lease of a pod of", forget: "forget",
+	foreignRelease: "release as someone else a pod's lease of", foreignDeclare: "declare as someone else as",
+	outOfStep: "declare an epoch out of step beside",
+}
 
 // step is one thing a schedule does at its time.
 type step struct {
@@ -55,6 +86,8 @@ type step struct {
 	// mode and length describe a partition.
 	mode   tcpproxy.Mode
 	length time.Duration
+	// action is what an operate step does, to cluster (and replica).
+	action operatorAction
 }
 
 func (s step) String() string {
@@ -64,6 +97,8 @@ func (s step) String() string {
 		return fmt.Sprintf("raise %s to epoch %d (old pods: preStop %s, drain %s)", name, s.epoch, s.preStop, s.drain)
 	case partition:
 		return fmt.Sprintf("partition %s replica %d (%s) for %s", name, s.replica, s.mode, s.length)
+	case operate:
+		return fmt.Sprintf("%s %s (replica %d)", operatorActionNames[s.action], name, s.replica)
 	default:
 		return "restart the authority"
 	}
@@ -107,8 +142,8 @@ func plan(seed uint64, replicas int) schedule {
 			break
 		}
 		st := step{at: at, cluster: rng.IntN(len(clusterNames))}
-		switch p := rng.IntN(10); {
-		case p < 5:
+		switch p := rng.IntN(20); {
+		case p < 9:
 			st.kind = raise
 			if rng.IntN(4) > 0 {
 				// A failover: above every epoch declared so far.
@@ -122,7 +157,7 @@ func plan(seed uint64, replicas int) schedule {
 			st.epoch = epochs[st.cluster]
 			st.preStop = upTo(rng, 600*time.Millisecond)
 			st.drain = upTo(rng, 300*time.Millisecond)
-		case p < 8:
+		case p < 15:
 			st.kind = partition
 			st.replica = rng.IntN(s.replicas)
 			st.mode = tcpproxy.Drop
@@ -131,8 +166,12 @@ func plan(seed uint64, replicas int) schedule {
 			}
 			// Sometimes shorter than a lease, sometimes longer.
 			st.length = 200*time.Millisecond + upTo(rng, 2*leaseTTL)
-		default:
+		case p < 17:
 			st.kind = restart
+		default:
+			st.kind = operate
+			st.action = operatorAction(rng.IntN(int(operatorActions)))
+			st.replica = rng.IntN(s.replicas)
 		}
 		s.steps = append(s.steps, st)
 	}

@@ -1,0 +1,72 @@
+package safety
+
+import (
+	"crypto/tls"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate/authority/authoritytest"
+	"github.com/fencegate/fencegate/internal/testcerts"
+)
+
+// The identities of a history's callers besides the clusters: the operator
+// who revokes and forgets, a caller the authorization file does not know,
+// and a cluster bound to its own name that declares epochs out of step.
+const (
+	operatorID = "spiffe://safety.test/operator"
+	intruderID = "spiffe://safety.test/intruder"
+	rogueID    = "spiffe://safety.test/cluster/rogue"
+	rogueName  = "rogue"
+)
+
+// clusterID is the identity of a cluster's pods.
+func clusterID(name string) string { return "spiffe://safety.test/cluster/" + name }
+
+// lab is the authority of the histories, as production runs it: mTLS, and
+// an authorization file that binds each cluster's identity to its name.
+type lab struct {
+	*authoritytest.Server
+	ca *testcerts.CA
+}
+
+func startLab(t *testing.T, opts authoritytest.Options) *lab {
+	t.Helper()
+	ca, serving, err := testcerts.Loopback("safety-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := serving.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file strings.Builder
+	file.WriteString("clusters:\n")
+	for _, name := range append(clusterNames[:len(clusterNames):len(clusterNames)], rogueName) {
+		fmt.Fprintf(&file, "  - {identity: %q, cluster: %s, domains: [\"*\"]}\n", clusterID(name), name)
+	}
+	fmt.Fprintf(&file, "operators: [%q]\n", operatorID)
+	path := filepath.Join(t.TempDir(), "authorization.yaml")
+	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	opts.AuthorizationFile = path
+	return &lab{Server: authoritytest.Start(t, opts), ca: ca}
+}
+
+// clientTLS is the TLS configuration of a caller with identity.
+func (l *lab) clientTLS(t testing.TB, identity string) *tls.Config {
+	t.Helper()
+	pair, err := l.ca.ClientFor(identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: l.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+}
