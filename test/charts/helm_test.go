@@ -46,7 +46,12 @@ func newHelm(t *testing.T) *helmTool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(root, ".cache", "bin", "helm")
+	// helm is built into the tool cache with the control-plane binaries.
+	dir := os.Getenv(cluster.AssetsEnv)
+	if dir == "" {
+		dir = filepath.Join(root, ".cache", "bin")
+	}
+	bin := filepath.Join(dir, "helm")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("helm is not built (run `hack/build-tools.sh helm`, which `make test` does): %v", err)
 	}
@@ -76,7 +81,12 @@ func (h *helmTool) ciValues(t *testing.T, chart string) []string {
 
 // run runs helm and returns its stdout; a failure is returned with stderr.
 func (h *helmTool) run(ctx context.Context, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	return h.runWithin(ctx, time.Minute, args...)
+}
+
+// runWithin is run with a time limit of its own, for `helm install --wait`.
+func (h *helmTool) runWithin(ctx context.Context, limit time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.bin, args...)
 	cmd.Env = h.env

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,13 +54,8 @@ func (n *Node) startNamespaces(pause string) error {
 	if err != nil {
 		return err
 	}
-	children := fmt.Sprintf("/proc/%d/task/%d/children", n.init.Pid(), n.init.Pid())
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		raw, _ := os.ReadFile(children)
-		if f := strings.Fields(string(raw)); len(f) > 0 {
-			if n.initPid, err = strconv.Atoi(f[0]); err != nil {
-				return fmt.Errorf("pid of the node's first process in %s: %w", children, err)
-			}
+		if n.initPid = childPid(n.init.Pid()); n.initPid > 0 {
 			break
 		}
 		if n.init.Exited() || time.Now().After(deadline) {
@@ -75,6 +69,17 @@ func (n *Node) startNamespaces(pause string) error {
 		}
 	}
 	return nil
+}
+
+// childPid is the first child of a process (unshare's and nsenter's
+// forked child), or 0.
+func childPid(pid int) int {
+	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if f := strings.Fields(string(raw)); len(f) > 0 {
+		child, _ := strconv.Atoi(f[0])
+		return child
+	}
+	return 0
 }
 
 // nsenter is the command line that runs args in the node's namespaces.
@@ -187,42 +192,63 @@ func (n *Node) removeNetwork() error {
 	return run(context.Background(), "ip", "link", "delete", n.hostLink)
 }
 
-// removeCgroups removes the cgroups runc made for the node's containers
-// under the kubelet's cgroupRoot, in every hierarchy, deepest first. They
-// are empty once the node's processes have ended.
-func (n *Node) removeCgroups() error {
-	if n.cgroup == "" {
+// cgroupParent is where runc puts the cgroups of the node's containers in
+// every hierarchy: the kubelet gives no parent without QoS cgroups, and
+// containerd then uses its namespace's name.
+const cgroupParent = "k8s.io"
+
+// noteCgroupParents records the hierarchies that have no cgroupParent yet,
+// so that Stop removes the ones the node made.
+func (n *Node) noteCgroupParents() {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*"))
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, cgroupParent)); errors.Is(err, fs.ErrNotExist) {
+			n.cgroupParents = append(n.cgroupParents, filepath.Join(d, cgroupParent))
+		}
+	}
+}
+
+// containerIDs lists the node's containers, whose cgroups outlive them when
+// their processes are killed with the node.
+func (n *Node) containerIDs() []string {
+	if n.sock == "" {
 		return nil
 	}
-	roots, err := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", n.cgroup))
+	out, err := exec.Command("ctr", "--address", n.sock, "--namespace", "k8s.io", "containers", "ls", "--quiet").Output()
 	if err != nil {
-		return fmt.Errorf("find the node's cgroups: %w", err)
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+// removeCgroups removes the cgroups of the given containers in every
+// hierarchy, and the parents the node made if they are left empty. Other
+// nodes' containers have other IDs.
+func (n *Node) removeCgroups(ids []string) error {
+	var dirs []string
+	for _, id := range ids {
+		found, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent, id))
+		dirs = append(dirs, found...)
 	}
 	var errs []error
-	for _, root := range roots {
-		var dirs []string
-		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
+	for _, d := range dirs {
+		// A cgroup whose last process was just killed may be busy for a
+		// moment.
+		var err error
+		for range 50 {
+			if err = syscall.Rmdir(d); err == nil || errors.Is(err, fs.ErrNotExist) {
+				err = nil
+				break
 			}
-			return nil
-		})
-		slices.Reverse(dirs)
-		for _, d := range dirs {
-			// A cgroup whose last process has just been killed may
-			// still be busy for a moment.
-			var err error
-			for range 50 {
-				if err = syscall.Rmdir(d); err == nil || errors.Is(err, fs.ErrNotExist) {
-					err = nil
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
-			}
+			time.Sleep(100 * time.Millisecond)
 		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	for _, d := range n.cgroupParents {
+		// Not empty: another node's containers are there.
+		_ = syscall.Rmdir(d)
 	}
 	return errors.Join(errs...)
 }

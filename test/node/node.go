@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,18 +63,19 @@ type Node struct {
 	// the kube-root-ca.crt ConfigMap.
 	CA *testcerts.CA
 
-	opts      Options
-	assets    string
-	state     string // removed by Stop
-	block     int    // the address block, see network.go
-	hostLink  string
-	cgroup    string // the kubelet's cgroupRoot
-	init      *proc.Process
-	initPid   int
-	host      []*proc.Process // on the host: controller manager, scheduler
-	inside    []*proc.Process // in the node's namespaces: containerd, kubelet, kube-proxy
-	sock      string          // containerd's socket
-	admin     string          // the components' kubeconfig
+	opts     Options
+	assets   string
+	state    string // removed by Stop
+	block    int    // the address block, see network.go
+	hostLink string
+	// cgroupParents are the hierarchies' k8s.io cgroups the node made.
+	cgroupParents []string
+	init          *proc.Process
+	initPid       int
+	host          []*proc.Process // on the host: controller manager, scheduler
+	inside        []*proc.Process // in the node's namespaces: containerd, kubelet, kube-proxy
+	sock          string          // containerd's socket
+	admin         string          // the components' kubeconfig
 }
 
 // StartForTest starts a node that stops when the test ends; it skips the
@@ -138,6 +140,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	say("node %s: starting its namespaces and network", n.NodeName)
+	n.noteCgroupParents()
 	if err := n.startNamespaces(pause); err != nil {
 		return err
 	}
@@ -268,7 +271,6 @@ func (n *Node) startControllers() error {
 		"--allocate-node-cidrs=false",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
-		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service,-route",
 		"--secure-port=0",
 		"--concurrent-deployment-syncs=2",
 		"--node-monitor-grace-period=40s",
@@ -350,20 +352,16 @@ func (n *Node) ready(ctx context.Context) error {
 // the directories, and reports what it could not clean up.
 func (n *Node) Stop() error {
 	var errs []error
-	if n.init != nil {
-		// The first process's exit makes the kernel kill every other
-		// process of the PID namespace; the namespaces then go with them.
-		// unshare itself ignores SIGTERM while it waits for it.
-		if n.initPid > 0 {
-			_ = syscall.Kill(n.initPid, syscall.SIGTERM)
+	containers := n.containerIDs()
+	// The node's daemons end first, while their network is there to close
+	// their connections, and the API server ends before the network: it
+	// calls itself on the link's address as it stops.
+	for _, p := range slices.Backward(n.inside) {
+		if pid := childPid(p.Pid()); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if err := n.init.Stop(10 * time.Second); err != nil {
+		if err := p.Stop(10 * time.Second); err != nil {
 			errs = append(errs, err)
-		}
-		for _, p := range n.inside {
-			if err := p.Stop(10 * time.Second); err != nil {
-				errs = append(errs, err)
-			}
 		}
 	}
 	for _, p := range n.host {
@@ -374,7 +372,19 @@ func (n *Node) Stop() error {
 	if n.ControlPlane != nil {
 		errs = append(errs, n.ControlPlane.Stop())
 	}
-	errs = append(errs, n.removeNetwork(), n.removeCgroups())
+	if n.init != nil {
+		// The first process's exit makes the kernel kill every other
+		// process of the PID namespace (shims, containers); the
+		// namespaces then go with them. unshare itself ignores SIGTERM
+		// while it waits for it.
+		if n.initPid > 0 {
+			_ = syscall.Kill(n.initPid, syscall.SIGTERM)
+		}
+		if err := n.init.Stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, n.removeNetwork(), n.removeCgroups(containers))
 	// Mounts inside the state directory ended with the mount namespace.
 	errs = append(errs, os.RemoveAll(n.state))
 	return errors.Join(errs...)

@@ -100,7 +100,6 @@ healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 containerRuntimeEndpoint: unix://{{.Socket}}
 cgroupDriver: cgroupfs
-cgroupRoot: /{{.Cgroup}}
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
@@ -158,7 +157,7 @@ conntrack:
 // configValues fill the templates.
 type configValues struct {
 	State, Socket, Pause, Runc, CNIBin string
-	IP, Name, PodCIDR, Cgroup          string
+	IP, Name, PodCIDR                  string
 	Kubeconfig                         string
 }
 
@@ -169,7 +168,7 @@ func (n *Node) values() (configValues, error) {
 	}
 	return configValues{
 		State: n.state, Socket: n.sock, Pause: PauseImage, Runc: runc, CNIBin: cniBinDir,
-		IP: n.IP, Name: n.NodeName, PodCIDR: n.PodCIDR, Cgroup: n.cgroup,
+		IP: n.IP, Name: n.NodeName, PodCIDR: n.PodCIDR,
 	}, nil
 }
 
@@ -203,7 +202,6 @@ func (n *Node) startInNode(name string, args ...string) error {
 // its socket and imports the pause, helper and caller's images.
 func (n *Node) startContainerd(ctx context.Context, pause string) error {
 	n.sock = filepath.Join(n.state, "containerd.sock")
-	n.cgroup = "fencegate-" + n.hostLink
 	v, err := n.values()
 	if err != nil {
 		return err
@@ -328,4 +326,31 @@ func (n *Node) startKubeProxy() error {
 		return err
 	}
 	return n.startInNode("kube-proxy", filepath.Join(n.assets, "kube-proxy"), "--config", config, "--v", "1")
+}
+
+// ContainerFile reads a file of a running container's process as the node
+// sees it, /proc/<pid>/<name> (mountinfo, status, ...). containerID is the
+// ID in the pod's status, with or without its containerd:// prefix.
+func (n *Node) ContainerFile(ctx context.Context, containerID, name string) ([]byte, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.sock, "--namespace", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		return nil, fmt.Errorf("list containerd tasks: %w", err)
+	}
+	pid := ""
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
+			pid = f[1]
+		}
+	}
+	if pid == "" {
+		return nil, fmt.Errorf("container %s has no running task", id)
+	}
+	// The task's PID is in the node's PID namespace, whose /proc the
+	// node's mount namespace shows.
+	data, err := exec.CommandContext(ctx, "nsenter", n.nsenter("cat", filepath.Join("/proc", pid, name))...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("read /proc/%s/%s of container %s: %w", pid, name, id, err)
+	}
+	return data, nil
 }

@@ -311,7 +311,7 @@ func writeArchive(s spec, img v1.Image) (v1.Hash, error) {
 			Annotations: map[string]string{
 				// containerd names the image after the first; OCI tools
 				// and Docker read the second.
-				"io.containerd.image.name":         s.ref,
+				"io.containerd.image.name":          s.ref,
 				"org.opencontainers.image.ref.name": s.ref,
 			},
 			Platform: &v1.Platform{OS: "linux", Architecture: s.arch},
