@@ -250,6 +250,9 @@ func (n *Node) configureAPIServer(env *envtest.Environment) error {
 	args := api.Configure()
 	args.Set("service-cluster-ip-range", n.ServiceCIDR)
 	args.Set("advertise-address", n.HostIP)
+	// Logs and exec reach the kubelet on the node's address: there is no
+	// DNS for its host name.
+	args.Set("kubelet-preferred-address-types", "InternalIP")
 	args.Disable("disable-admission-plugins")
 	return nil
 }
