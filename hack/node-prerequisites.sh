@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # node-prerequisites.sh installs, with apt-get, the Debian packages the node
 # test (test/node) runs: containerd, runc, the CNI plugins, iptables (for
-# kube-proxy) and a static busybox (the shell of the chart's `helm test`
-# pod). It does nothing when they are all installed; without root or apt-get
-# it says what is missing, and the node test then skips with that message.
+# kube-proxy), a static busybox (the shell of the chart's `helm test` pod)
+# and the ip, sysctl, unshare and nsenter commands. It does nothing when they
+# are all installed; without root or apt-get it says what is missing, and the
+# node test then skips with that message.
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iptables busybox-static)
+packages=(containerd runc containernetworking-plugins iptables busybox-static iproute2 procps util-linux)
 missing=()
 for p in "${packages[@]}"; do
 	if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then

@@ -91,8 +91,11 @@ func TestChartsOnARealNode(t *testing.T) {
 		w.failOver(ctx, t, east)
 	})
 	t.Run("west's pods admit and stamp a Component created with kubectl", func(t *testing.T) {
-		// Each pod learns that it holds the fence from its own declaration;
-		// until both have, one may refuse to stamp what the other admits.
+		// Mutation and validation are two calls, which may go to two pods:
+		// until every pod that still answers holds the fence, one may
+		// leave unstamped what the other admits. The old pods answer
+		// until they exit, and each new pod holds once it declared.
+		w.waitDeploymentReady(ctx, t)
 		w.waitInstances(ctx, t, "west", w.fencegatePods(ctx, t), time.Minute)
 		w.wantStamped(ctx, t, n.ControlPlane, "stamped-on-west", "2")
 		res := w.kubectl(ctx, t, east.ControlPlane, component("denied-on-east", "1"), "apply", "-f", "-")
@@ -430,8 +433,9 @@ func (w *nodeTest) failOver(ctx context.Context, t *testing.T, east *stack.Clust
 		"--reuse-values", "--set", "epoch=2", "--wait", "--timeout", "4m")
 	rolledOut := time.Since(upgrade)
 	heldAt := <-held
-	// Let both sides write a little longer under the new holder.
-	time.Sleep(3 * time.Second)
+	// Let both sides write until the old pods are gone.
+	w.waitDeploymentReady(ctx, t)
+	time.Sleep(2 * time.Second)
 	stop()
 	wg.Wait()
 
@@ -440,17 +444,16 @@ func (w *nodeTest) failOver(ctx context.Context, t *testing.T, east *stack.Clust
 	unavailable, longest, count := unavailability(westWrites)
 	t.Logf("west's admission was unavailable for %s in all (%d failed writes, longest gap %s) during the rollout",
 		unavailable.Round(100*time.Millisecond), count, longest.Round(100*time.Millisecond))
-	for _, wr := range westWrites {
-		switch {
-		case wr.outcome == "unavailable":
-			t.Logf("  west write at +%s unavailable: %s", wr.start.Sub(upgrade).Round(100*time.Millisecond), wr.detail)
-		case wr.outcome == "admitted" && !wr.stamped:
-			// Mutation and validation went to two pods that did not yet
-			// agree that west holds the fence.
-			t.Logf("  west write at +%s admitted without the epoch stamp", wr.start.Sub(upgrade).Round(100*time.Millisecond))
-		}
+	for _, side := range []struct {
+		name   string
+		writes []write
+	}{{"east", eastWrites}, {"west", westWrites}} {
+		t.Logf("%s's writes, from the start of the upgrade:\n%s", side.name, timeline(side.writes, upgrade))
 	}
 
+	if first := slices.IndexFunc(westWrites, func(wr write) bool { return wr.outcome == "admitted" }); first >= 0 {
+		t.Logf("west's first write admitted %s after the upgrade began", westWrites[first].end.Sub(upgrade).Round(100*time.Millisecond))
+	}
 	lastEast, firstWest := time.Time{}, time.Time{}
 	for _, wr := range eastWrites {
 		if wr.outcome == "admitted" && wr.start.After(lastEast) {
@@ -475,6 +478,34 @@ func (w *nodeTest) failOver(ctx context.Context, t *testing.T, east *stack.Clust
 		t.Errorf("east's last write after the failover was %s, want denied: %s", last.outcome, last.detail)
 	}
 	t.Logf("east: %s; west: %s", outcomes(eastWrites), outcomes(westWrites))
+}
+
+// timeline groups consecutive writes with the same outcome, one line each.
+// An admission without the stamp means that mutation and validation went to
+// two pods that did not agree on whether west holds the fence.
+func timeline(writes []write, since time.Time) string {
+	var b strings.Builder
+	for i := 0; i < len(writes); {
+		j := i
+		key := func(wr write) string {
+			return fmt.Sprintf("%s %t %.160s", wr.outcome, wr.stamped, wr.detail)
+		}
+		for j < len(writes) && key(writes[j]) == key(writes[i]) {
+			j++
+		}
+		wr := writes[i]
+		what := wr.outcome
+		if wr.outcome == "admitted" && !wr.stamped {
+			what = "admitted without the epoch stamp"
+		}
+		fmt.Fprintf(&b, "  %+.1fs to %+.1fs: %d %s", wr.start.Sub(since).Seconds(), writes[j-1].end.Sub(since).Seconds(), j-i, what)
+		if wr.detail != "" {
+			fmt.Fprintf(&b, ": %.160s", wr.detail)
+		}
+		b.WriteString("\n")
+		i = j
+	}
+	return b.String()
 }
 
 // unavailability sums the time from each write that failed for a reason
@@ -790,11 +821,15 @@ func (w *nodeTest) waitDeploymentReady(ctx context.Context, t *testing.T) {
 		if err := w.n.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fencegateRelease}, &d); err != nil {
 			t.Fatal(err)
 		}
-		if d.Status.ReadyReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.Replicas == *d.Spec.Replicas {
+		// No pod of an older ReplicaSet may still be terminating: it
+		// answers admission calls on the connections it has.
+		if d.Status.ReadyReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+			d.Status.Replicas == *d.Spec.Replicas && ptr.Deref(d.Status.TerminatingReplicas, 1) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Deployment %s not ready: %+v", fencegateRelease, d.Status)
+			t.Fatalf("Deployment %s not rolled out: %d replicas, %d updated, %d ready, %d terminating",
+				fencegateRelease, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, ptr.Deref(d.Status.TerminatingReplicas, -1))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -178,7 +178,7 @@ func checkPrerequisites() (string, error) {
 		return "", fmt.Errorf("%w: the node needs root (namespaces, mounts, iptables)", ErrPrerequisite)
 	}
 	var missing []string
-	for _, bin := range []string{"containerd", "runc", "iptables", "unshare", "nsenter", "ip", "mount"} {
+	for _, bin := range []string{"containerd", "ctr", "runc", "iptables", "unshare", "nsenter", "ip", "sysctl", "mount"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, bin)
 		}
@@ -189,7 +189,7 @@ func checkPrerequisites() (string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return "", fmt.Errorf("%w: %s not found; `make test` installs them (hack/node-prerequisites.sh: apt-get install containerd runc containernetworking-plugins iptables busybox-static)",
+		return "", fmt.Errorf("%w: %s not found; `make test` installs them (hack/node-prerequisites.sh: apt-get install containerd runc containernetworking-plugins iptables busybox-static iproute2 procps util-linux)",
 			ErrPrerequisite, strings.Join(missing, ", "))
 	}
 	assets, err := cluster.AssetsDir()
@@ -244,9 +244,9 @@ func (n *Node) configureAPIServer(env *envtest.Environment) error {
 		return err
 	}
 	api.CertDir = dir
-	api.SecureServing.CA = ca.CertPEM
-	api.SecureServing.Address = n.HostIP
-	api.SecureServing.Port = port
+	serving := &api.SecureServing
+	serving.CA = ca.CertPEM
+	serving.Address, serving.Port = n.HostIP, port
 	args := api.Configure()
 	args.Set("service-cluster-ip-range", n.ServiceCIDR)
 	args.Set("advertise-address", n.HostIP)

@@ -22,11 +22,11 @@ const (
 	busybox = "/bin/busybox"
 	// PauseImage is the node's sandbox image, built from test/node/pause.
 	PauseImage = "fencegate.local/pause:node"
-	// KubectlImage holds the pinned kubectl, and ShellImage busybox: the
-	// images of the fencegate chart's `helm test` pod, which the node
-	// cannot pull.
+	// KubectlImage holds the pinned kubectl: with ShellImage, the images
+	// of the fencegate chart's `helm test` pod, which the node cannot pull.
 	KubectlImage = "fencegate.local/kubectl:node"
-	ShellImage   = "fencegate.local/busybox:node"
+	// ShellImage holds Debian's static busybox as /bin/sh and /bin/cp.
+	ShellImage = "fencegate.local/busybox:node"
 )
 
 // containerdConfig is containerd's configuration (version 2, containerd
