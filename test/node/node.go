@@ -244,9 +244,9 @@ func (n *Node) configureAPIServer(env *envtest.Environment) error {
 		return err
 	}
 	api.CertDir = dir
-	serving := &api.SecureServing
-	serving.CA = ca.CertPEM
-	serving.Address, serving.Port = n.HostIP, port
+	secure := &api.SecureServing
+	secure.CA = ca.CertPEM
+	secure.Address, secure.Port = n.HostIP, port
 	args := api.Configure()
 	args.Set("service-cluster-ip-range", n.ServiceCIDR)
 	args.Set("advertise-address", n.HostIP)
