@@ -81,6 +81,7 @@ test: ## Every test: generated files, lint, unit, Rego, end-to-end and the chart
 	hack/node-prerequisites.sh
 	$(MAKE) --no-print-directory verify-generate lint
 	$(GO_TEST) -race ./...
+	cd hack/tools/image && go test ./...
 
 .PHONY: run
 run: ## Two clusters and a fence authority on this machine: watch a failover (FENCEGATE_DEMO_EXIT=1 exits after it).
