@@ -108,6 +108,7 @@ func run(ctx context.Context, bin string, args ...string) error {
 // lets the node forward packets (pods to the host, the host to pods).
 func (n *Node) setUpNetwork(ctx context.Context) error {
 	var errs []error
+	block := 0
 	for _, k := range randomBlocks() {
 		link := linkPrefix + strconv.Itoa(k)
 		if routed(fmt.Sprintf("10.242.%d.", k)) || routed(fmt.Sprintf("10.243.%d.", k)) {
@@ -123,15 +124,14 @@ func (n *Node) setUpNetwork(ctx context.Context) error {
 			}
 			continue
 		}
-		n.block, n.hostLink = k, link
+		block, n.hostLink = k, link
 		break
 	}
-	if n.hostLink == "" {
+	if block == 0 {
 		return errors.New("no free address block for the node: every 10.242.k.0/24 is routed")
 	}
-	k := n.block
-	n.HostIP, n.IP = fmt.Sprintf(linkRange, k, 1), fmt.Sprintf(linkRange, k, 2)
-	n.PodCIDR, n.ServiceCIDR = fmt.Sprintf(podRange, k), fmt.Sprintf(serviceRange, k)
+	n.HostIP, n.IP = fmt.Sprintf(linkRange, block, 1), fmt.Sprintf(linkRange, block, 2)
+	n.PodCIDR, n.ServiceCIDR = fmt.Sprintf(podRange, block), fmt.Sprintf(serviceRange, block)
 	steps := [][]string{
 		{"ip", "addr", "add", n.HostIP + "/30", "dev", n.hostLink},
 		{"ip", "link", "set", n.hostLink, "up"},

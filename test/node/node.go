@@ -36,7 +36,8 @@ type Options struct {
 	// Dir receives the logs of every process of the node. It is the
 	// caller's and outlives Stop, so that the logs outlive a failure; the
 	// node's state (containerd's images, the kubelet's volumes) is kept in
-	// a subdirectory that Stop removes.
+	// a directory of its own that Stop removes. Empty: the logs go there
+	// too.
 	Dir string
 	// Images are image archives (hack/image.sh, build-image) that
 	// containerd imports before Start returns: the node pulls nothing.
@@ -59,14 +60,10 @@ type Node struct {
 	PodCIDR, ServiceCIDR string
 	// Dir holds the logs (Options.Dir).
 	Dir string
-	// CA signed the API server's serving certificate; pods trust it through
-	// the kube-root-ca.crt ConfigMap.
-	CA *testcerts.CA
 
 	opts     Options
 	assets   string
 	state    string // removed by Stop
-	block    int    // the address block, see network.go
 	hostLink string
 	// cgroupParents are the hierarchies' k8s.io cgroups the node made.
 	cgroupParents []string
@@ -124,6 +121,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	state, err := os.MkdirTemp("", "fencegate-node-"+opts.Name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("node state directory: %w", err)
+	}
+	if opts.Dir == "" {
+		opts.Dir = state
 	}
 	n := &Node{NodeName: opts.Name, Dir: opts.Dir, opts: opts, assets: assets, state: state}
 	if err := n.start(ctx); err != nil {
@@ -218,7 +218,6 @@ func (n *Node) configureAPIServer(env *envtest.Environment) error {
 	if err != nil {
 		return err
 	}
-	n.CA = ca
 	serviceIP, err := firstIP(n.ServiceCIDR)
 	if err != nil {
 		return err
