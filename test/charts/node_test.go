@@ -790,30 +790,37 @@ func (w *nodeTest) wantMemoryFits(ctx context.Context, t *testing.T, p corev1.Po
 // must exit 0 (drained on SIGTERM, not killed) before the grace period ends.
 func (w *nodeTest) wantDrainOnSIGTERM(ctx context.Context, t *testing.T, p corev1.Pod) {
 	grace := time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
+	// A watch sees the container's exit, which the pod's status shows only
+	// for a moment before the pod is gone.
+	wc, err := client.NewWithWatch(w.n.Config, client.Options{Scheme: w.n.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchCtx, cancel := context.WithTimeout(ctx, 2*grace)
+	defer cancel()
+	watch, err := wc.Watch(watchCtx, &corev1.PodList{}, client.InNamespace(p.Namespace), client.MatchingFields{"metadata.name": p.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
 	start := time.Now()
 	if err := w.n.Client.Delete(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
 	var exit *corev1.ContainerStateTerminated
-	for {
-		var cur corev1.Pod
-		err := w.n.Client.Get(ctx, client.ObjectKeyFromObject(&p), &cur)
-		if err == nil && len(cur.Status.ContainerStatuses) > 0 {
-			if term := cur.Status.ContainerStatuses[0].State.Terminated; term != nil {
-				exit = term
-			}
+	for ev := range watch.ResultChan() {
+		cur, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			continue
 		}
-		if err != nil || exit != nil {
+		if len(cur.Status.ContainerStatuses) > 0 && cur.Status.ContainerStatuses[0].State.Terminated != nil {
+			exit = cur.Status.ContainerStatuses[0].State.Terminated
 			break
 		}
-		if time.Since(start) > 2*grace {
-			t.Fatalf("pod %s still running %s after deletion", p.Name, time.Since(start))
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	took := time.Since(start)
 	if exit == nil {
-		t.Fatalf("pod %s was gone before its container's exit was seen (%s after deletion)", p.Name, took)
+		t.Fatalf("pod %s: no exit of its container seen within %s of its deletion", p.Name, took)
 	}
 	t.Logf("pod %s: exited %d (%s) %s after deletion; grace period %s, preStop sleep included", p.Name, exit.ExitCode, exit.Reason, took.Round(100*time.Millisecond), grace)
 	if exit.ExitCode != 0 || took >= grace {
