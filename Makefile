@@ -29,11 +29,22 @@ build: ## Build bin/fencegate.
 
 .PHONY: tools
 tools: ## Build every pinned tool into .cache (once per version).
-	$(BUILD_TOOLS) kube etcd controller-gen buf protoc-gen golangci-lint helm opa promtool
+	$(BUILD_TOOLS) kube etcd controller-gen buf protoc-gen golangci-lint helm opa promtool image
 
 .PHONY: control-plane
-control-plane: ## Build kube-apiserver, etcd and kubectl into .cache/bin.
+control-plane: ## Build the Kubernetes binaries (kube-apiserver, kubectl, the node's), and etcd into .cache/bin.
 	$(BUILD_TOOLS) kube etcd
+
+IMAGE ?= bin/fencegate-image.tar
+
+.PHONY: image
+image: ## Build the fencegate image from source, without a container engine, into bin/fencegate-image.tar.
+	VERSION=$(VERSION) hack/image.sh $(IMAGE)
+	@echo "wrote $(IMAGE) (fencegate.local/fencegate:$(VERSION))"
+
+.PHONY: node-prerequisites
+node-prerequisites: ## Install what the node test runs (containerd, runc, CNI plugins, iptables, busybox) with apt-get.
+	hack/node-prerequisites.sh
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code, the CRD manifest and the fence API's Go code.
@@ -60,14 +71,17 @@ lint: ## gofmt, go vet, golangci-lint, opa fmt and opa check.
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	golangci-lint run ./...
+	cd hack/tools/image && go vet ./... && golangci-lint run ./...
 	opa fmt --list --fail policies test/bench
 	opa check --strict policies test/bench/sidebyside/system.rego
 
 .PHONY: test
-test: ## Every test: generated files, lint, unit, Rego and end-to-end.
-	$(BUILD_TOOLS) kube etcd helm opa promtool
+test: ## Every test: generated files, lint, unit, Rego, end-to-end and the charts on a real node.
+	$(BUILD_TOOLS) kube etcd helm opa promtool image
+	hack/node-prerequisites.sh
 	$(MAKE) --no-print-directory verify-generate lint
 	$(GO_TEST) -race ./...
+	cd hack/tools/image && go test ./...
 
 .PHONY: run
 run: ## Two clusters and a fence authority on this machine: watch a failover (FENCEGATE_DEMO_EXIT=1 exits after it).

@@ -56,7 +56,10 @@ build() {
 		;;
 	esac
 	local key out
-	key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-12)
+	# A tools module may hold a command of its own (hack/tools/image): its
+	# source is part of the key.
+	key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; find "$dir" -name '*.go' | LC_ALL=C sort | xargs -r cat) |
+		sha256sum | cut -c1-12)
 	out=$cache/tools/$name-$key
 	exec 9>"$cache/tools/$name.lock"
 	flock 9

@@ -14,6 +14,10 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	// The image has no CA bundle (the binary is its only file): these
+	// roots verify a public authority's certificate when no ca.crt is
+	// given. A system bundle, where there is one, is used instead.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/fencegate/fencegate/internal/envflag"
 )

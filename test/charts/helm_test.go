@@ -88,7 +88,12 @@ func (h *helmTool) ciValues(t *testing.T, chart string) []string {
 
 // run runs helm and returns its stdout; a failure is returned with stderr.
 func (h *helmTool) run(ctx context.Context, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	return h.runWithin(ctx, time.Minute, args...)
+}
+
+// runWithin is run with a time limit of its own, for `helm install --wait`.
+func (h *helmTool) runWithin(ctx context.Context, limit time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.bin, args...)
 	cmd.Env = h.env

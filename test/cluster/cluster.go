@@ -40,6 +40,10 @@ type Options struct {
 	// Webhooks, if set, are installed by the control plane with a generated
 	// serving certificate (see envtest.WebhookInstallOptions).
 	Webhooks *envtest.WebhookInstallOptions
+	// Configure, if set, adjusts the environment before it starts. The node
+	// harness (test/node) uses it to serve the API server on an address pods
+	// reach, with a certificate for its Service IP.
+	Configure func(*envtest.Environment) error
 }
 
 // ControlPlane is a running kube-apiserver with its own etcd.
@@ -107,6 +111,12 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	if opts.Webhooks != nil {
 		env.WebhookInstallOptions = *opts.Webhooks
+	}
+	if opts.Configure != nil {
+		if err := opts.Configure(env); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("configure control plane %q: %w", name, err)
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {

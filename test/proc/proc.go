@@ -57,6 +57,16 @@ func Start(bin, logDir, name string, args ...string) (*Process, error) {
 // Pid is the process's id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Stop asks the process to drain (SIGTERM) and kills it if it has not
 // exited after grace. An exit status is not an error: a drained server may
 // exit non-zero.

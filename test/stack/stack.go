@@ -57,6 +57,10 @@ type Options struct {
 	Clusters []ClusterSpec
 	// LeaseTTL is the authority's lease; zero means its default (15s).
 	LeaseTTL time.Duration
+	// Authority, if set, is the host:port of a plaintext authority that
+	// runs elsewhere (in a cluster of the node test): the stack starts none
+	// and its clusters declare there.
+	Authority string
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
 }
@@ -131,14 +135,18 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return s, fmt.Errorf("write fencegate config: %w", err)
 	}
 	var err error
-	if s.AuthorityAddr, err = proc.FreeAddress(); err != nil {
-		return s, err
-	}
-	if s.authorityHealth, err = proc.FreeAddress(); err != nil {
-		return s, err
-	}
-	if err := s.StartAuthority(ctx); err != nil {
-		return s, err
+	if opts.Authority != "" {
+		s.AuthorityAddr = opts.Authority
+	} else {
+		if s.AuthorityAddr, err = proc.FreeAddress(); err != nil {
+			return s, err
+		}
+		if s.authorityHealth, err = proc.FreeAddress(); err != nil {
+			return s, err
+		}
+		if err := s.StartAuthority(ctx); err != nil {
+			return s, err
+		}
 	}
 	s.conn, err = grpc.NewClient(s.AuthorityAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -219,7 +227,7 @@ func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
 	webhook := net.JoinHostPort(c.webhooks.LocalServingHost, strconv.Itoa(c.webhooks.LocalServingPort))
 	c.WebhookAddr, c.WebhookCA = webhook, c.webhooks.LocalServingCAData
 	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Name, c.Epoch, webhook)
-	c.Run, err = proc.Start(s.Binary, s.Dir, fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch), "run",
+	args := []string{"run",
 		"--cluster-name", c.Name,
 		"--epoch", strconv.FormatUint(c.Epoch, 10),
 		"--authority", s.AuthorityAddr,
@@ -232,8 +240,12 @@ func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
 		"--webhook-certs", "external",
 		"--metrics-address", c.Metrics,
 		"--health-address", c.Health,
-		"--log-format", "console")
-	if err != nil {
+		"--log-format", "console"}
+	if s.opts.Authority != "" {
+		// An authority off loopback: plaintext must be asked for.
+		args = append(args, "--authority-insecure")
+	}
+	if c.Run, err = proc.Start(s.Binary, s.Dir, fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch), args...); err != nil {
 		return err
 	}
 	return c.Run.WaitHealthy(ctx, http.DefaultClient, "http://"+c.Health+"/readyz")
