@@ -66,6 +66,10 @@ type ClusterFence struct {
 
 // request is something asked of the loop from another goroutine.
 type request struct {
+	// epoch, if not 0, is a new epoch to declare from now on; done hears
+	// whether the loop took it.
+	epoch uint64
+	done  chan error
 	// check, if set, receives the error of the next declaration that ends
 	// (nil once one was answered); the loop starts one if none is out.
 	check chan error
@@ -92,7 +96,7 @@ func New(opts Options) (*ClusterFence, error) {
 			instance: opts.Instance,
 			margin:   opts.LeaseMargin,
 		},
-		log:        opts.Logger.WithValues("domain", opts.Domain, "cluster", opts.ClusterName, "epoch", opts.Epoch, "instance", opts.Instance),
+		log:        opts.Logger.WithValues("domain", opts.Domain, "cluster", opts.ClusterName, "instance", opts.Instance),
 		metrics:    m,
 		changes:    make(chan struct{}, 1),
 		requests:   make(chan request),
@@ -142,6 +146,23 @@ func (c *ClusterFence) Check(ctx context.Context) (fencestate.State, error) {
 	case <-ctx.Done():
 		return c.Status(), fmt.Errorf("wait for the fence authority's first answer: %w", ctx.Err())
 	}
+}
+
+// SetEpoch makes the agent declare epoch from now on, at once and without
+// a restart: a failover that raises the epoch a running process declares.
+// An epoch only rises: a lower one than the agent declares is refused, since
+// the authority would take it for a restored cluster (epoch_regressed). It
+// waits for Start to begin, and fails once the agent stopped.
+func (c *ClusterFence) SetEpoch(ctx context.Context, epoch uint64) error {
+	done := make(chan error, 1)
+	select {
+	case c.requests <- request{epoch: epoch, done: done}:
+	case <-c.stopped:
+		return ErrStopped
+	case <-ctx.Done():
+		return fmt.Errorf("set the declared epoch to %d: %w", epoch, ctx.Err())
+	}
+	return <-done
 }
 
 // Start declares at once, then every renewal interval (jittered) and at

@@ -805,3 +805,46 @@ func TestStopWaitsForTheSharedDeclaration(t *testing.T) {
 	}
 	auth.noDeclaration(t)
 }
+
+// TestSetEpoch: raising the epoch of a running agent declares it at once,
+// without a restart; a lower epoch is refused; late refusals of the old
+// epoch are dropped; the release names the epoch declared last.
+func TestSetEpoch(t *testing.T) {
+	auth, client := newScriptedAuthority(t)
+	ta := newTestAgent(t, client, nil)
+	var released atomic.Uint64
+	auth.setOnRelease(func(_ context.Context, req *fencev1.ReleaseFenceRequest) error {
+		released.Store(req.GetEpoch())
+		return nil
+	})
+	stop := ta.start(t)
+	old := auth.next(t) // epoch 7, answered late
+	if err := ta.SetEpoch(context.Background(), 9); err != nil {
+		t.Fatal(err)
+	}
+	raised := auth.next(t)
+	if got := raised.req.GetEpoch(); got != 9 {
+		t.Fatalf("the declaration after SetEpoch(9) has epoch %d", got)
+	}
+	raised.grant(testLease, 4)
+	ta.waitStatus(t, fencestate.Active)
+	old.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 8, 0))
+	eventually(t, "the late refusal is counted", func() bool { return ta.declarations(refusedFenced) == 1 })
+	if s := ta.Status(); s.Status != fencestate.Active || s.Cluster.Epoch != 9 {
+		t.Errorf("status after a late refusal of epoch 7 = %s at epoch %d, want active at 9", s.Status, s.Cluster.Epoch)
+	}
+	if err := ta.SetEpoch(context.Background(), 8); err == nil || !strings.Contains(err.Error(), "an epoch only rises") {
+		t.Errorf("SetEpoch(8) after 9 = %v, want a refusal", err)
+	}
+	if err := ta.SetEpoch(context.Background(), 9); err != nil {
+		t.Errorf("SetEpoch(9) again = %v, want nothing to do", err)
+	}
+	auth.noDeclaration(t)
+	stop()
+	if got := released.Load(); got != 9 {
+		t.Errorf("released at epoch %d, want 9", got)
+	}
+	if err := ta.SetEpoch(context.Background(), 10); !errors.Is(err, ErrStopped) {
+		t.Errorf("SetEpoch after stop = %v, want ErrStopped", err)
+	}
+}

@@ -184,6 +184,8 @@ func (l *loop) run(ctx context.Context) {
 // handle answers a request from outside the loop.
 func (l *loop) handle(req request) {
 	switch {
+	case req.epoch != 0:
+		req.done <- l.raiseEpoch(req.epoch)
 	case req.check != nil && l.c.answered.Load():
 		req.check <- nil
 	case req.check != nil:
@@ -194,6 +196,27 @@ func (l *loop) handle(req request) {
 	case req.declare != nil:
 		l.launch(req.declare)
 	}
+}
+
+// raiseEpoch makes the agent declare epoch from now on, and declares it at
+// once.
+func (l *loop) raiseEpoch(epoch uint64) error {
+	current := l.rules.self.Epoch
+	switch {
+	case epoch < current:
+		return fmt.Errorf("epoch %d is below epoch %d that this agent declares: an epoch only rises (the authority refuses a lower one as a restored cluster)", epoch, current)
+	case epoch == current:
+		return nil
+	}
+	l.rules.self.Epoch = epoch
+	l.c.log.Info("declared epoch raised", "previousEpoch", current, "declaredEpoch", epoch)
+	// The state names this cluster at its new epoch; the answer to the
+	// declaration below says where it stands.
+	next := l.state
+	next.Cluster = l.rules.self
+	l.commit(next, l.expires)
+	l.launch()
+	return nil
 }
 
 // launch sends one declaration, unless maxInFlight are out already; then
@@ -249,6 +272,11 @@ func (l *loop) finish(r result) {
 	case l.stopping:
 		// Its answer must not overwrite the shutdown status.
 		o.err = ErrStopped
+	case r.epoch < l.rules.self.Epoch && a.kind != granted && a.kind != transient:
+		// A refusal of an epoch this agent no longer declares answers a
+		// question nobody asks any more (the answer to the new epoch
+		// follows); a grant still is a lease.
+		o.err = nil
 	case r.seq > l.applied:
 		o.applied = true
 		l.apply(r)
@@ -515,7 +543,7 @@ func (l *loop) transition(prev, next fencestate.State) {
 	m := l.c.metrics
 	m.setStatus(next.Status)
 	m.transitions.WithLabelValues(string(prev.Status), string(next.Status)).Inc()
-	kv := []any{"from", prev.Status, "to", next.Status, "reason", next.Reason, "holder", next.Holder.Name, "holderEpoch", next.Holder.Epoch}
+	kv := []any{"from", prev.Status, "to", next.Status, "reason", next.Reason, "epoch", next.Cluster.Epoch, "holder", next.Holder.Name, "holderEpoch", next.Holder.Epoch}
 	switch {
 	case next.Reason == ReasonShuttingDown:
 		l.c.log.Info("fence status changed: agent stopping", kv...)
