@@ -233,7 +233,6 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 	if err != nil {
 		return fail(err)
 	}
-	monitor.service.Store(svc)
 
 	// The RPC metrics' interceptors come first, so they count every call.
 	rpcMetrics, err := authority.NewRPCMetrics(reg)
@@ -253,6 +252,8 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 	if err != nil {
 		return fail(fmt.Errorf("--listen: %w", err))
 	}
+	// Ready only once calls can connect.
+	monitor.service.Store(svc)
 	transport := "plaintext"
 	switch {
 	case o.tls.ClientCAFile != "":
