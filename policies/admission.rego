@@ -24,8 +24,8 @@ package fencegate.admission
 import data.fencegate.ownership
 import data.fencegate.settings
 
-# The decision the webhook reads. The validating endpoint uses allowed,
-# reasons and warnings; the mutating endpoint uses patch and warnings.
+# The decision the webhook reads. Both endpoints use allowed, reasons and
+# warnings; the mutating endpoint adds the patch to what it allows.
 # violations lists what enforcement "warn" or "dryrun" let through, for the
 # decision log.
 decision := {

@@ -32,8 +32,12 @@ type endpoint string
 const (
 	// validate answers with allowed, reasons and warnings.
 	validate endpoint = "validate"
-	// mutate answers with the patch and warnings, and always allows: the
-	// validating endpoint is the one that denies.
+	// mutate answers with the patch and warnings, and denies what the
+	// validating endpoint denies. The two calls of one change may reach two
+	// replicas, which learn of a fence change at slightly different
+	// moments: were only validation to deny, a change mutated by a replica
+	// that did not hold the fence (so not stamped) could be validated by
+	// one that does, and be admitted without the fencing token.
 	mutate endpoint = "mutate"
 )
 
@@ -112,18 +116,6 @@ func (h admissionHandler) response(res engine.AdmissionResult, err error) *admis
 	}
 	d := res.Decision
 	resp.Warnings = d.Warnings
-	if h.endpoint == mutate {
-		resp.Allowed = true
-		if len(d.Patch) > 0 {
-			patch, err := json.Marshal(d.Patch)
-			if err != nil {
-				return h.response(res, fmt.Errorf("encode the policy's patch: %w", err))
-			}
-			patchType := admissionv1.PatchTypeJSONPatch
-			resp.Patch, resp.PatchType = patch, &patchType
-		}
-		return resp
-	}
 	resp.Allowed = d.Allowed
 	if !d.Allowed {
 		message := strings.Join(d.Reasons, "; ")
@@ -133,6 +125,15 @@ func (h admissionHandler) response(res engine.AdmissionResult, err error) *admis
 		resp.Result = &metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: message,
 		}
+		return resp
+	}
+	if h.endpoint == mutate && len(d.Patch) > 0 {
+		patch, err := json.Marshal(d.Patch)
+		if err != nil {
+			return h.response(res, fmt.Errorf("encode the policy's patch: %w", err))
+		}
+		patchType := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &patchType
 	}
 	return resp
 }

@@ -206,26 +206,26 @@ func checkDecision(t *testing.T, f *fixture, enforcement string, status fencesta
 	}
 
 	v := f.review(t, webhook.PathValidate, body)
-	if string(v.UID) != r.UID {
-		t.Errorf("validate uid = %q, want %q", v.UID, r.UID)
-	}
-	if v.Allowed != wantAllowed {
-		t.Errorf("validate allowed = %v, want %v (%+v)", v.Allowed, wantAllowed, v.Result)
-	}
-	if wantAllowed {
-		if v.Result != nil {
-			t.Errorf("an allowed request has a status: %+v", v.Result)
-		}
-	} else if v.Result == nil || v.Result.Code != http.StatusForbidden || v.Result.Reason != "Forbidden" || !strings.HasPrefix(v.Result.Message, statusMessages[status]) {
-		t.Errorf("denial status = %+v, want 403 Forbidden starting %q", v.Result, statusMessages[status])
-	}
 	if v.Patch != nil || v.PatchType != nil {
 		t.Errorf("validate returned a patch: %s", v.Patch)
 	}
-
 	m := f.review(t, webhook.PathMutate, body)
-	if string(m.UID) != r.UID || !m.Allowed || m.Result != nil {
-		t.Errorf("mutate = uid %q allowed %v status %+v; want uid %q, allowed, no status", m.UID, m.Allowed, m.Result, r.UID)
+	// Both endpoints deny what the policy denies: a change is admitted
+	// only when both replicas its two calls reach let it through.
+	for endpoint, resp := range map[string]*admissionv1.AdmissionResponse{"validate": v, "mutate": m} {
+		if string(resp.UID) != r.UID {
+			t.Errorf("%s uid = %q, want %q", endpoint, resp.UID, r.UID)
+		}
+		if resp.Allowed != wantAllowed {
+			t.Errorf("%s allowed = %v, want %v (%+v)", endpoint, resp.Allowed, wantAllowed, resp.Result)
+		}
+		if wantAllowed {
+			if resp.Result != nil {
+				t.Errorf("%s: an allowed request has a status: %+v", endpoint, resp.Result)
+			}
+		} else if resp.Result == nil || resp.Result.Code != http.StatusForbidden || resp.Result.Reason != "Forbidden" || !strings.HasPrefix(resp.Result.Message, statusMessages[status]) {
+			t.Errorf("%s denial status = %+v, want 403 Forbidden starting %q", endpoint, resp.Result, statusMessages[status])
+		}
 	}
 	switch {
 	case wantPatch == "" && (m.Patch != nil || m.PatchType != nil):

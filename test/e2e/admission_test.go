@@ -431,7 +431,8 @@ func checkDenied(t *testing.T, what string, err error) {
 		return
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, `admission webhook "validate.components.fencegate.dev" denied the request: `+westFencedDenial) {
+	// The mutating webhook runs first, and denies what validation would.
+	if !strings.Contains(msg, `admission webhook "mutate.components.fencegate.dev" denied the request: `+westFencedDenial) {
 		t.Errorf("%s: error %q does not carry the fence message %q", what, msg, westFencedDenial)
 	}
 }

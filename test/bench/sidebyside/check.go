@@ -21,7 +21,8 @@ type endpoint string
 const (
 	// validate answers allowed, with the denial's message, and warnings.
 	validate endpoint = "validate"
-	// mutate always allows and answers the JSONPatch and warnings.
+	// mutate denies what validate denies, and otherwise answers the
+	// JSONPatch and warnings.
 	mutate endpoint = "mutate"
 )
 
@@ -66,7 +67,7 @@ func expect(ctx context.Context, ref *enginetest.Reference, reviews []review, wa
 			}
 		}
 		out[validate][r.UID] = answer{allowed: d.Allowed, message: strings.Join(d.Reasons, "; "), warnings: d.Warnings}
-		out[mutate][r.UID] = answer{allowed: true, warnings: d.Warnings, patch: patch}
+		out[mutate][r.UID] = answer{allowed: d.Allowed, message: strings.Join(d.Reasons, "; "), warnings: d.Warnings, patch: patch}
 	}
 	return out, nil
 }

@@ -32,12 +32,13 @@ func TestCheckerRejectsEveryWrongAnswer(t *testing.T) {
 		body     string // replaces the AdmissionReview when set
 		wantErr  string // empty: the answer is right
 	}{
-		"allowed as expected":   {endpoint: validate, want: active[validate], edit: allowed},
-		"denied as expected":    {endpoint: validate, want: fenced[validate], edit: denied},
-		"patched as expected":   {endpoint: mutate, want: active[mutate], edit: patched},
-		"fenced, no patch":      {endpoint: mutate, want: fenced[mutate], edit: allowed},
-		"allowed but must deny": {endpoint: validate, want: fenced[validate], edit: allowed, wantErr: "allowed=true, want false"},
-		"denied but must allow": {endpoint: validate, want: active[validate], edit: denied, wantErr: "allowed=false, want true"},
+		"allowed as expected":      {endpoint: validate, want: active[validate], edit: allowed},
+		"denied as expected":       {endpoint: validate, want: fenced[validate], edit: denied},
+		"patched as expected":      {endpoint: mutate, want: active[mutate], edit: patched},
+		"fenced: mutate denies":    {endpoint: mutate, want: fenced[mutate], edit: denied},
+		"fenced but mutate allows": {endpoint: mutate, want: fenced[mutate], edit: allowed, wantErr: "allowed=true, want false"},
+		"allowed but must deny":    {endpoint: validate, want: fenced[validate], edit: allowed, wantErr: "allowed=true, want false"},
+		"denied but must allow":    {endpoint: validate, want: active[validate], edit: denied, wantErr: "allowed=false, want true"},
 		"denied with another message": {endpoint: validate, want: fenced[validate], edit: func(r *admissionv1.AdmissionResponse) {
 			denied(r)
 			r.Result.Message = "denied"
@@ -46,8 +47,11 @@ func TestCheckerRejectsEveryWrongAnswer(t *testing.T) {
 			denied(r)
 			r.Result = nil
 		}, wantErr: "want code 403"},
-		"patch missing":     {endpoint: mutate, want: active[mutate], edit: allowed, wantErr: "patchType <nil>, want JSONPatch"},
-		"patch where none":  {endpoint: mutate, want: fenced[mutate], edit: patched, wantErr: "want none"},
+		"patch missing": {endpoint: mutate, want: active[mutate], edit: allowed, wantErr: "patchType <nil>, want JSONPatch"},
+		"patch where none": {endpoint: mutate, want: fenced[mutate], edit: func(r *admissionv1.AdmissionResponse) {
+			denied(r)
+			patched(r)
+		}, wantErr: "want none"},
 		"patch on validate": {endpoint: validate, want: active[validate], edit: patched, wantErr: "answered a patch"},
 		"another patch": {endpoint: mutate, want: active[mutate], edit: func(r *admissionv1.AdmissionResponse) {
 			patched(r)

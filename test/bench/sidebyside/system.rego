@@ -44,7 +44,13 @@ validation := object.union(warned, {
 	not decision.allowed
 }
 
-mutation := object.union(warned, {"uid": input.request.uid, "allowed": true}) if count(decision.patch) == 0
+# The mutating webhook denies what validation denies, as fencegate's does.
+mutation := validation if not decision.allowed
+
+mutation := object.union(warned, {"uid": input.request.uid, "allowed": true}) if {
+	decision.allowed
+	count(decision.patch) == 0
+}
 
 mutation := object.union(warned, {
 	"uid": input.request.uid,
@@ -52,5 +58,6 @@ mutation := object.union(warned, {
 	"patchType": "JSONPatch",
 	"patch": base64.encode(json.marshal(decision.patch)),
 }) if {
+	decision.allowed
 	count(decision.patch) > 0
 }
