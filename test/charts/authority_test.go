@@ -10,6 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+
+	"github.com/fencegate/fencegate/authority/authz"
 )
 
 const authorityName = "fg-fencegate-authority"
@@ -58,9 +60,30 @@ func TestAuthorityChart(t *testing.T) {
 			values: ci("embedded-mtls-loadbalancer-values.yaml"),
 			check: func(t *testing.T, r authorityRender) {
 				wantEnv(t, r.container, map[string]string{
-					"FENCEGATE_CLIENT_CA": "/etc/fencegate/tls/ca.crt",
-					"FENCEGATE_LEASE_TTL": "10s",
+					"FENCEGATE_CLIENT_CA":          "/etc/fencegate/tls/ca.crt",
+					"FENCEGATE_LEASE_TTL":          "10s",
+					"FENCEGATE_AUTHORIZATION_FILE": "/etc/fencegate/authorization/authorization.yaml",
+					"FENCEGATE_AUTHORIZATION":      "<unset>",
 				})
+				var cm corev1.ConfigMap
+				r.get(t, "ConfigMap", authorityName+"-authorization", &cm)
+				file, err := authz.Parse([]byte(cm.Data["authorization.yaml"]))
+				if err != nil {
+					t.Fatalf("the rendered authorization file does not parse: %v", err)
+				}
+				for id, want := range map[string]bool{"spiffe://example.org/fencegate/cluster/east": true, "spiffe://example.org/fencegate/cluster/mallory": false} {
+					d := file.Authorize(id, authz.Request{Method: authz.MethodDeclare, Domain: "default", Cluster: "east"})
+					if d.Allowed != want {
+						t.Errorf("%s declares as east: allowed %v, want %v (%s)", id, d.Allowed, want, d.Reason)
+					}
+				}
+				// Mounted whole, so that the kubelet's update reaches the
+				// file the authority watches.
+				if !slices.ContainsFunc(r.container.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == "authorization" && m.MountPath == "/etc/fencegate/authorization" && m.SubPath == ""
+				}) {
+					t.Errorf("the authorization ConfigMap is not mounted whole: %+v", r.container.VolumeMounts)
+				}
 				if r.svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(r.svc.Spec.LoadBalancerSourceRanges) != 2 ||
 					r.svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 					t.Errorf("service %+v, want a LoadBalancer with two source ranges and Local traffic", r.svc.Spec)
@@ -91,12 +114,43 @@ func TestAuthorityChart(t *testing.T) {
 				}
 			},
 		},
+		"the serving certificate from cert-manager": {
+			values: ci("cert-manager-values.yaml"),
+			check: func(t *testing.T, r authorityRender) {
+				wantEnv(t, r.container, map[string]string{
+					"FENCEGATE_TLS_CERT":  "/etc/fencegate/tls/tls.crt",
+					"FENCEGATE_CLIENT_CA": "/etc/fencegate/tls/ca.crt",
+				})
+				var cert struct {
+					Spec struct {
+						SecretName string   `json:"secretName"`
+						DNSNames   []string `json:"dnsNames"`
+						Usages     []string `json:"usages"`
+						IssuerRef  struct {
+							Name string `json:"name"`
+						} `json:"issuerRef"`
+					} `json:"spec"`
+				}
+				r.get(t, "Certificate", authorityName, &cert)
+				secret := ""
+				for _, v := range r.sts.Spec.Template.Spec.Volumes {
+					if v.Name == "tls" && v.Secret != nil {
+						secret = v.Secret.SecretName
+					}
+				}
+				if cert.Spec.SecretName == "" || cert.Spec.SecretName != secret || cert.Spec.IssuerRef.Name != "fencegate-ca" ||
+					!slices.Equal(cert.Spec.DNSNames, []string{"fence.example.com"}) || !slices.Equal(cert.Spec.Usages, []string{"server auth"}) {
+					t.Errorf("certificate %+v, pods mount %q: want the Secret the pods mount, from fencegate-ca, for fence.example.com", cert.Spec, secret)
+				}
+			},
+		},
 		"plaintext lab": {
 			values: ci("insecure-lab-values.yaml"),
 			check: func(t *testing.T, r authorityRender) {
 				wantEnv(t, r.container, map[string]string{
-					"FENCEGATE_INSECURE": "true",
-					"FENCEGATE_TLS_CERT": "<unset>",
+					"FENCEGATE_INSECURE":      "true",
+					"FENCEGATE_TLS_CERT":      "<unset>",
+					"FENCEGATE_AUTHORIZATION": "none",
 				})
 				if p := r.sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
 					t.Error("persistence.retain false must delete the volume with the release")
@@ -148,19 +202,44 @@ func TestAuthorityValuesAreChecked(t *testing.T) {
 	}{
 		"neither TLS nor plaintext chosen": {want: "the authority needs tls.secretName"},
 		"two replicas on the embedded etcd": {
-			args: []string{"--set", "tls.secretName=t", "--set", "replicaCount=2"},
+			args: []string{"--set", "tls.secretName=t", "--set", "authorization.none=true", "--set", "replicaCount=2"},
 			want: "replicaCount is 2, but the embedded etcd allows 1",
 		},
 		"TLS and plaintext": {
 			args: []string{"--set", "tls.secretName=t", "--set", "insecure=true"},
-			want: "insecure and tls.secretName exclude each other",
+			want: "insecure excludes tls.secretName and tls.certManager",
+		},
+		"TLS without client certificates, nobody told apart": {
+			args: []string{"--set", "tls.secretName=t"},
+			want: "without tls.clientAuth the authority cannot tell its callers apart",
+		},
+		"client certificates without an authorization file": {
+			args: []string{"--set", "tls.secretName=t", "--set", "tls.clientAuth=true"},
+			want: "tls.clientAuth needs authorization",
+		},
+		"an authorization file without client certificates": {
+			args: []string{"--set", "tls.secretName=t", "--set", "authorization.operators={spiffe://x/oncall}"},
+			want: "authorization needs tls.clientAuth",
+		},
+		"an authorization file and none": {
+			args: []string{"--set", "tls.secretName=t", "--set", "tls.clientAuth=true", "--set", "authorization.operators={spiffe://x/oncall}", "--set", "authorization.none=true"},
+			want: "authorization.none and authorization entries exclude each other",
+		},
+		"a cluster binding that names no DNS label": {
+			args: []string{"--set", "tls.secretName=t", "--set", "tls.clientAuth=true", "--set", "authorization.clusters[0].identity=spiffe://x/east",
+				"--set", "authorization.clusters[0].cluster=East_1", "--set", "authorization.clusters[0].domains={*}"},
+			want: "at '/authorization/clusters/0/cluster'",
+		},
+		"cert-manager without an issuer": {
+			args: []string{"--set", "tls.certManager.enabled=true", "--set", "tls.certManager.dnsNames={fence.example.com}", "--set", "authorization.none=true"},
+			want: "tls.certManager.enabled needs tls.certManager.issuerRef.name",
 		},
 		"client auth without a Secret": {
 			args: []string{"--set", "insecure=true", "--set", "tls.clientAuth=true"},
-			want: "tls.clientAuth needs tls.secretName",
+			want: "tls.clientAuth needs tls.secretName or tls.certManager.enabled",
 		},
 		"etcd TLS without endpoints": {
-			args: []string{"--set", "insecure=true", "--set", "etcd.tls.secretName=e"},
+			args: []string{"--set", "insecure=true", "--set", "authorization.none=true", "--set", "etcd.tls.secretName=e"},
 			want: "etcd.tls.secretName is for an external etcd",
 		},
 		"etcd endpoint without a scheme": {

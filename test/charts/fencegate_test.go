@@ -262,6 +262,34 @@ func TestFencegateChart(t *testing.T) {
 				}
 			},
 		},
+		"the client certificate to the authority from cert-manager": {
+			values: ci("authority-cert-manager-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				wantEnv(t, r.container, map[string]string{
+					"FENCEGATE_AUTHORITY_CA":   "/etc/fencegate/authority-tls/ca.crt",
+					"FENCEGATE_AUTHORITY_CERT": "/etc/fencegate/authority-tls/tls.crt",
+					"FENCEGATE_AUTHORITY_KEY":  "/etc/fencegate/authority-tls/tls.key",
+				})
+				var cert struct {
+					Spec struct {
+						SecretName string   `json:"secretName"`
+						URIs       []string `json:"uris"`
+						Usages     []string `json:"usages"`
+						IssuerRef  struct {
+							Name string `json:"name"`
+						} `json:"issuerRef"`
+					} `json:"spec"`
+				}
+				r.get(t, "Certificate", fullname+"-authority-client", &cert)
+				v := volume(r.deploy.Spec.Template.Spec, "authority-tls")
+				// The identity the authority's authorization file binds to
+				// cluster west.
+				if v == nil || v.Secret.SecretName != cert.Spec.SecretName || cert.Spec.IssuerRef.Name != "fencegate-clients" ||
+					!slices.Equal(cert.Spec.URIs, []string{"spiffe://example.org/fencegate/cluster/west"}) || !slices.Equal(cert.Spec.Usages, []string{"client auth"}) {
+					t.Errorf("certificate %+v, mounted %+v: want west's SPIFFE identity from fencegate-clients, in the Secret the pods mount", cert.Spec, v)
+				}
+			},
+		},
 		"an operator's policy next to the shipped ones": {
 			values: ci("custom-policies-values.yaml"),
 			check: func(t *testing.T, r fencegateRender) {
@@ -531,19 +559,22 @@ func TestFencegateValuesAreChecked(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no epoch":                      {args: []string{"--set", "clusterName=east", "--set", "authority.address=a:1"}, want: "missing property 'epoch'"},
-		"no cluster name":               {args: []string{"--set", "epoch=7", "--set", "authority.address=a:1"}, want: "missing property 'clusterName'"},
-		"no authority":                  {args: []string{"--set", "clusterName=east", "--set", "epoch=7"}, want: "at '/authority': missing property 'address'"},
-		"epoch zero":                    {args: append(slices.Clone(valid), "--set", "epoch=0"), want: "at '/epoch': minimum: got 0, want 1"},
-		"epoch not a number":            {args: append(slices.Clone(valid), "--set-string", "epoch=seven"), want: "at '/epoch'"},
-		"cluster name not a DNS label":  {args: append(slices.Clone(valid), "--set", "clusterName=East_1"), want: "at '/clusterName'"},
-		"authority without a port":      {args: append(slices.Clone(valid), "--set", "authority.address=fence.example.com"), want: "at '/authority/address'"},
-		"unknown enforcement":           {args: append(slices.Clone(valid), "--set", "config.enforcement=block"), want: "at '/config/enforcement'"},
-		"misspelt top-level value":      {args: append(slices.Clone(valid), "--set", "epcoh=8"), want: "additional properties 'epcoh' not allowed"},
-		"failure policy":                {args: append(slices.Clone(valid), "--set", "webhook.failurePolicy=Never"), want: "at '/webhook/failurePolicy'"},
-		"policy file name":              {args: append(slices.Clone(valid), "--set", "policies.files.extra\\.txt=x"), want: "'extra.txt' does not match pattern"},
-		"existing secret without a CA":  {args: append(slices.Clone(valid), "--set", "webhook.tls.existingSecret=mine"), want: "webhook.tls.caBundle must hold the PEM CA"},
-		"insecure with TLS":             {args: append(slices.Clone(valid), "--set", "authority.insecure=true", "--set", "authority.tls.secretName=x"), want: "exclude each other"},
+		"no epoch":                     {args: []string{"--set", "clusterName=east", "--set", "authority.address=a:1"}, want: "missing property 'epoch'"},
+		"no cluster name":              {args: []string{"--set", "epoch=7", "--set", "authority.address=a:1"}, want: "missing property 'clusterName'"},
+		"no authority":                 {args: []string{"--set", "clusterName=east", "--set", "epoch=7"}, want: "at '/authority': missing property 'address'"},
+		"epoch zero":                   {args: append(slices.Clone(valid), "--set", "epoch=0"), want: "at '/epoch': minimum: got 0, want 1"},
+		"epoch not a number":           {args: append(slices.Clone(valid), "--set-string", "epoch=seven"), want: "at '/epoch'"},
+		"cluster name not a DNS label": {args: append(slices.Clone(valid), "--set", "clusterName=East_1"), want: "at '/clusterName'"},
+		"authority without a port":     {args: append(slices.Clone(valid), "--set", "authority.address=fence.example.com"), want: "at '/authority/address'"},
+		"unknown enforcement":          {args: append(slices.Clone(valid), "--set", "config.enforcement=block"), want: "at '/config/enforcement'"},
+		"misspelt top-level value":     {args: append(slices.Clone(valid), "--set", "epcoh=8"), want: "additional properties 'epcoh' not allowed"},
+		"failure policy":               {args: append(slices.Clone(valid), "--set", "webhook.failurePolicy=Never"), want: "at '/webhook/failurePolicy'"},
+		"policy file name":             {args: append(slices.Clone(valid), "--set", "policies.files.extra\\.txt=x"), want: "'extra.txt' does not match pattern"},
+		"existing secret without a CA": {args: append(slices.Clone(valid), "--set", "webhook.tls.existingSecret=mine"), want: "webhook.tls.caBundle must hold the PEM CA"},
+		"insecure with TLS":            {args: append(slices.Clone(valid), "--set", "authority.insecure=true", "--set", "authority.tls.secretName=x"), want: "authority.insecure excludes authority.tls.secretName"},
+		"client certificate from cert-manager without an issuer": {
+			args: append(slices.Clone(valid), "--set", "authority.tls.certManager.enabled=true"), want: "needs authority.tls.certManager.issuerRef.name",
+		},
 		"client certificate, no Secret": {args: append(slices.Clone(valid), "--set", "authority.tls.clientCertificate=true"), want: "needs authority.tls.secretName"},
 	}
 	for name, tc := range tests {

@@ -203,10 +203,8 @@ func (w *nodeTest) installAuthority(ctx context.Context) {
 	w.helm(ctx, t, append([]string{"install", authorityRelease, w.h.chartDir(authorityChart),
 		"--namespace", authorityNamespace, "--create-namespace", "--wait", "--timeout", "4m",
 		// A lab authority: plaintext, and every caller may make every
-		// call (an authority reachable from other machines needs that
-		// said).
-		"--set", "insecure=true",
-		"--set", "extraEnv[0].name=FENCEGATE_AUTHORIZATION", "--set", "extraEnv[0].value=none"}, imageValues()...)...)
+		// call (the chart needs that said).
+		"--set", "insecure=true", "--set", "authorization.none=true"}, imageValues()...)...)
 	t.Logf("helm install --wait of fencegate-authority took %s", time.Since(start).Round(time.Second))
 	w.logStartToReady(ctx, authorityNamespace)
 

@@ -50,16 +50,48 @@ what to change. */}}
 {{- if and $embedded (gt (int .Values.replicaCount) 1) }}
 {{- fail (printf "replicaCount is %d, but the embedded etcd allows 1: each replica would keep its own fence and two clusters could hold it at once. Set etcd.endpoints to an external etcd cluster to run more replicas." (int .Values.replicaCount)) }}
 {{- end }}
-{{- if and .Values.insecure .Values.tls.secretName }}
-{{- fail "insecure and tls.secretName exclude each other: choose TLS (tls.secretName) or, in a lab, plaintext (insecure: true)" }}
+{{- $tls := or .Values.tls.secretName .Values.tls.certManager.enabled }}
+{{- if and .Values.insecure $tls }}
+{{- fail "insecure excludes tls.secretName and tls.certManager: choose TLS or, in a lab, plaintext (insecure: true)" }}
 {{- end }}
-{{- if not (or .Values.insecure .Values.tls.secretName) }}
-{{- fail "the authority needs tls.secretName (a Secret with tls.crt and tls.key; add ca.crt and tls.clientAuth for mTLS) or, in a lab only, insecure: true" }}
+{{- if not (or .Values.insecure $tls) }}
+{{- fail "the authority needs tls.secretName (a Secret with tls.crt and tls.key; add ca.crt and tls.clientAuth for mTLS), tls.certManager.enabled, or, in a lab only, insecure: true" }}
 {{- end }}
-{{- if and .Values.tls.clientAuth (not .Values.tls.secretName) }}
-{{- fail "tls.clientAuth needs tls.secretName: the Secret's ca.crt verifies client certificates" }}
+{{- if and .Values.tls.clientAuth (not $tls) }}
+{{- fail "tls.clientAuth needs tls.secretName or tls.certManager.enabled: the Secret's ca.crt verifies client certificates" }}
+{{- end }}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
+{{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name: the cert-manager issuer (a CA issuer, so that ca.crt is in the Secret) that signs the authority's certificate" }}
+{{- end }}
+{{- if and .Values.tls.certManager.enabled (not (or .Values.tls.certManager.dnsNames .Values.tls.certManager.ipAddresses)) }}
+{{- fail "tls.certManager.enabled needs tls.certManager.dnsNames or ipAddresses: the names the clusters reach the authority by" }}
+{{- end }}
+{{- $bound := or .Values.authorization.clusters .Values.authorization.operators .Values.authorization.readers }}
+{{- if and $bound .Values.authorization.none }}
+{{- fail "authorization.none and authorization entries exclude each other: list who may call, or let everyone with none: true" }}
+{{- end }}
+{{- if and $bound (not .Values.tls.clientAuth) }}
+{{- fail "authorization needs tls.clientAuth: identities are read from the clients' certificates" }}
+{{- end }}
+{{- if not (or $bound .Values.authorization.none) }}
+{{- if .Values.tls.clientAuth }}
+{{- fail "tls.clientAuth needs authorization: bind each cluster's identity to its cluster (authorization.clusters) and list the operators, or set authorization.none: true to let every client the CA signed make every call" }}
+{{- else }}
+{{- fail "without tls.clientAuth the authority cannot tell its callers apart, so every caller may take the fence: set authorization.none: true to say so on purpose, or use tls.clientAuth with authorization" }}
+{{- end }}
 {{- end }}
 {{- if and $embedded .Values.etcd.tls.secretName }}
 {{- fail "etcd.tls.secretName is for an external etcd: set etcd.endpoints too" }}
 {{- end }}
+{{- end }}
+
+{{/* tlsSecretName is the Secret of the serving certificate: given, or the
+one cert-manager writes. */}}
+{{- define "authority.tlsSecretName" -}}
+{{- if .Values.tls.secretName }}{{ .Values.tls.secretName }}{{ else if .Values.tls.certManager.enabled }}{{ include "authority.fullname" . }}-tls{{ end }}
+{{- end }}
+
+{{/* authorized is "true" when an authorization file binds identities. */}}
+{{- define "authority.authorized" -}}
+{{- if or .Values.authorization.clusters .Values.authorization.operators .Values.authorization.readers }}true{{ end }}
 {{- end }}

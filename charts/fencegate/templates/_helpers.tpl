@@ -104,3 +104,24 @@ fenced cluster whatever the operator lists. */}}
 }}
 {{- toYaml $config }}
 {{- end }}
+
+{{/* authoritySecret is the Secret of the TLS files to the authority: given,
+or the one cert-manager writes the client certificate into. */}}
+{{- define "fencegate.authoritySecret" -}}
+{{- $tls := .Values.authority.tls }}
+{{- if $tls.secretName }}{{ $tls.secretName }}{{ else if $tls.certManager.enabled }}{{ include "fencegate.fullname" . }}-authority-client{{ end }}
+{{- end }}
+
+{{/* authorityClientCert is "true" when fencegate presents a client
+certificate to the authority (mTLS). */}}
+{{- define "fencegate.authorityClientCert" -}}
+{{- if or .Values.authority.tls.clientCertificate .Values.authority.tls.certManager.enabled }}true{{ end }}
+{{- end }}
+
+{{/* authorityIdentity is the identity cert-manager puts into the client
+certificate, which the authority's authorization file binds to this
+cluster. */}}
+{{- define "fencegate.authorityIdentity" -}}
+{{- $cm := .Values.authority.tls.certManager }}
+{{- default (printf "spiffe://%s/fencegate/cluster/%s" $cm.trustDomain .Values.clusterName) $cm.identity }}
+{{- end }}
