@@ -116,6 +116,7 @@ fuzz: ## Fuzz every target for FUZZTIME each (their seed corpora run in make tes
 	go test -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/statemachine/
 	go test -run '^$$' -fuzz '^FuzzSequence$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/statemachine/
 	go test -run '^$$' -fuzz '^FuzzRPCs$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/
+	go test -run '^$$' -fuzz '^FuzzAuthorize$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/authz/
 
 .PHONY: clean
 clean: ## Remove build output and the tool cache.

@@ -3,7 +3,6 @@ package authority_test
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,8 +53,13 @@ func checkProtocolError(t *testing.T, call, domain string, err error) {
 	case codes.FailedPrecondition:
 		info := errorInfo(err)
 		if info == nil || info.GetDomain() != rpctypes.ErrorDomain || info.GetMetadata()[rpctypes.MetadataDomain] != normalized(domain) ||
-			!slices.Contains([]string{rpctypes.ReasonClusterFenced, rpctypes.ReasonEpochRegressed, rpctypes.ReasonAcquiring}, info.GetReason()) {
+			!slices.Contains([]string{rpctypes.ReasonClusterFenced, rpctypes.ReasonEpochRegressed, rpctypes.ReasonAcquiring,
+				rpctypes.ReasonEpochStepTooLarge, rpctypes.ReasonNotHolder, rpctypes.ReasonClusterInUse}, info.GetReason()) {
 			t.Fatalf("%s: FailedPrecondition %q with ErrorInfo %v", call, st.Message(), info)
+		}
+	case codes.NotFound:
+		if call != "forget" || !strings.Contains(st.Message(), "uid") {
+			t.Fatalf("%s: NotFound %q: only forget answers it, naming the uid", call, st.Message())
 		}
 	case codes.ResourceExhausted:
 		if !strings.Contains(st.Message(), "instances with a running lease") {
@@ -84,6 +88,11 @@ func FuzzRPCs(f *testing.F) {
 	f.Add(uint8(0), "", "east", "uid-east", uint64(1), "east-a")
 	f.Add(uint8(1), "", "", "uid-east", uint64(1), "east-a")
 	f.Add(uint8(0), "", "east", "uid-east", uint64(1), "east b")
+	f.Add(uint8(4), "", "east", "", uint64(0), "east-a")
+	f.Add(uint8(12), "", "east", "", uint64(0), "")
+	f.Add(uint8(5), "", "west", "uid-west", uint64(0), "")
+	f.Add(uint8(6), "", "", "", uint64(3), "")
+	f.Add(uint8(0), "", "east", "uid-east", uint64(18446744073709551615), "")
 	// Nothing may log through f while fuzzing (testr would call f.Helper
 	// from inside the fuzz target): etcd and the authority log nowhere.
 	quiet := funcr.New(func(string, string) {}, funcr.Options{})
@@ -106,8 +115,10 @@ func FuzzRPCs(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var err error
-		switch op % 4 {
-		case 0:
+		calls := []string{"declare", "release", "get", "watch", "revoke", "forget", "history"}
+		call := calls[int(op)%len(calls)]
+		switch call {
+		case "declare":
 			var resp *fencev1.DeclareClusterEpochResponse
 			resp, err = client.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{Domain: domain, ClusterName: name, ClusterUid: uid, Epoch: epoch, Instance: instance})
 			if err == nil {
@@ -118,7 +129,7 @@ func FuzzRPCs(f *testing.F) {
 					t.Fatalf("declared %s/%s@%d as instance %q, answered %v", name, uid, epoch, instance, resp)
 				}
 			}
-		case 1:
+		case "release":
 			var resp *fencev1.ReleaseFenceResponse
 			resp, err = client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{Domain: domain, ClusterUid: uid, Epoch: epoch, Instance: instance})
 			// Released now or before, at the instance's epoch or above; or
@@ -131,8 +142,41 @@ func FuzzRPCs(f *testing.F) {
 					t.Fatalf("released as %s@%d, instance %q, answered %v", uid, epoch, instance, resp)
 				}
 			}
-		case 2:
+		case "get":
 			_, err = client.GetFence(ctx, &fencev1.GetFenceRequest{Domain: domain})
+		case "revoke":
+			req := &fencev1.RevokeFenceRequest{Domain: domain, ClusterName: name}
+			if op&8 == 0 {
+				req.Instance = &instance
+			}
+			var resp *fencev1.RevokeFenceResponse
+			resp, err = client.RevokeFence(ctx, req)
+			if h := resp.GetFence().GetHolder(); err == nil {
+				// Nothing revoked may end sooner than its lease.
+				if h.GetClusterName() != name || req.Instance == nil && !h.GetRevoked() {
+					t.Fatalf("revoked %s (instance %v), answered %v", name, req.Instance, resp)
+				}
+				for _, l := range h.GetInstances() {
+					if l.GetRevoked() && !l.GetReleased() && l.GetLeaseExpireTime().AsTime().After(resp.GetRevokedUntil().AsTime()) {
+						t.Fatalf("revoked until %s, before the end of %v", resp.GetRevokedUntil().AsTime(), l)
+					}
+				}
+			}
+		case "forget":
+			var resp *fencev1.ForgetClusterResponse
+			resp, err = client.ForgetCluster(ctx, &fencev1.ForgetClusterRequest{Domain: domain, ClusterName: name, ClusterUid: uid})
+			if err == nil {
+				if h, p := resp.GetFence().GetHolder(), resp.GetFence().GetPending(); h.GetClusterUid() == uid || p.GetClusterUid() == uid {
+					t.Fatalf("forgot %s/%s while it holds the fence or takes it over: %v", name, uid, resp)
+				}
+				delete(highest, normalized(domain)+"/"+uid)
+			}
+		case "history":
+			var resp *fencev1.GetFenceHistoryResponse
+			resp, err = client.GetFenceHistory(ctx, &fencev1.GetFenceHistoryRequest{Domain: domain, Limit: uint32(epoch % 5)})
+			if n := len(resp.GetEvents()); err == nil && epoch%5 != 0 && n > int(epoch%5) {
+				t.Fatalf("history with limit %d answered %d events", epoch%5, n)
+			}
 		default:
 			var stream fencev1.FenceService_WatchFenceClient
 			stream, err = client.WatchFence(ctx, &fencev1.WatchFenceRequest{Domain: domain})
@@ -145,7 +189,7 @@ func FuzzRPCs(f *testing.F) {
 			}
 		}
 		if err != nil {
-			checkProtocolError(t, "call "+strconv.Itoa(int(op%4)), domain, err)
+			checkProtocolError(t, call, domain, err)
 			return
 		}
 

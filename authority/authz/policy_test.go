@@ -30,7 +30,7 @@ readers:
   - spiffe://example.org/fencegate/dashboard
 `
 
-func testPolicy(t *testing.T) *Policy {
+func testPolicy(t testing.TB) *Policy {
 	t.Helper()
 	p, err := Parse([]byte(testFile))
 	if err != nil {
