@@ -55,7 +55,13 @@ type securedAuthority struct {
 	ca      *testcerts.CA
 }
 
-func startSecured(t *testing.T, opts authoritytest.Options) *securedAuthority {
+func startSecured(t testing.TB, opts authoritytest.Options) *securedAuthority {
+	return startMTLS(t, opts, true)
+}
+
+// startMTLS starts the authority with mTLS, authorizing calls by the file
+// when authorize is set, and letting every caller make every call if not.
+func startMTLS(t testing.TB, opts authoritytest.Options, authorize bool) *securedAuthority {
 	t.Helper()
 	ca, serving, err := testcerts.Loopback("authority-ca")
 	if err != nil {
@@ -76,7 +82,10 @@ func startSecured(t *testing.T, opts authoritytest.Options) *securedAuthority {
 		t.Fatal(err)
 	}
 	opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	opts.AuthorizationFile, opts.Registerer, opts.Clock = s.file, s.reg, s.clock
+	opts.Registerer, opts.Clock = s.reg, s.clock
+	if authorize {
+		opts.AuthorizationFile = s.file
+	}
 	s.Server = authoritytest.Start(t, opts)
 	for _, id := range []string{eastID, westID, oncallID, boardID, otherID} {
 		s.clients[id] = s.client(t, ca, id)
@@ -85,7 +94,7 @@ func startSecured(t *testing.T, opts authoritytest.Options) *securedAuthority {
 }
 
 // client is a client that presents a certificate ca signed for identity.
-func (s *securedAuthority) client(t *testing.T, ca *testcerts.CA, identity string) fencev1.FenceServiceClient {
+func (s *securedAuthority) client(t testing.TB, ca *testcerts.CA, identity string) fencev1.FenceServiceClient {
 	t.Helper()
 	pair, err := ca.ClientFor(identity)
 	if err != nil {

@@ -108,3 +108,56 @@ func BenchmarkTakeoverToWatchEvent(b *testing.B) {
 	b.ReportMetric(float64(total.Nanoseconds())/float64(len(latencies)), "ns/takeover-event")
 	b.ReportMetric(float64(latencies[len(latencies)*99/100].Nanoseconds()), "p99-ns/takeover-event")
 }
+
+// BenchmarkDeclareAuthorization measures renewals over mTLS with and
+// without an authorization file: what checking every call's identity
+// against its role costs.
+func BenchmarkDeclareAuthorization(b *testing.B) {
+	for _, mode := range []struct {
+		name      string
+		authorize bool
+	}{{"off", false}, {"on", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			s := startMTLS(b, authoritytest.Options{LeaseTTL: time.Minute, Quiet: true}, mode.authorize)
+			client := s.clients[eastID]
+			ctx := context.Background()
+			req := &fencev1.DeclareClusterEpochRequest{ClusterName: "east", ClusterUid: "uid-east", Epoch: 1}
+			if _, err := client.DeclareClusterEpoch(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := client.DeclareClusterEpoch(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "declarations/s")
+		})
+	}
+}
+
+// BenchmarkFenceHistory measures GetFenceHistory of a domain that keeps
+// 1,000 events (the default limit), read whole.
+func BenchmarkFenceHistory(b *testing.B) {
+	srv := authoritytest.Start(b, authoritytest.Options{LeaseTTL: time.Minute})
+	client := srv.Client(b)
+	ctx := context.Background()
+	declare := &fencev1.DeclareClusterEpochRequest{ClusterName: "east", ClusterUid: "uid-east", Epoch: 1, Instance: "a"}
+	release := &fencev1.ReleaseFenceRequest{ClusterName: "east", ClusterUid: "uid-east", Epoch: 1, Instance: "a"}
+	for range 1000 {
+		if _, err := client.DeclareClusterEpoch(ctx, declare); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := client.ReleaseFence(ctx, release); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		resp, err := client.GetFenceHistory(ctx, &fencev1.GetFenceHistoryRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(resp.GetEvents()); n != 1000 {
+			b.Fatalf("%d events, want the 1000 kept", n)
+		}
+	}
+}
