@@ -2,7 +2,10 @@ package fenceagent
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	"github.com/fencegate/fencegate/authority/authoritytest"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/tcpproxy"
+	"github.com/fencegate/fencegate/internal/testcerts"
 )
 
 // Timing of agents against the real authority: short, so that tests that
@@ -43,9 +47,17 @@ func runAgent(t testing.TB, addr string, log *storeLog, c fencestate.Cluster, ed
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return runAgentOn(t, fencev1.NewFenceServiceClient(conn), log, c, edit)
+}
+
+// runAgentOn starts an agent for cluster c that talks to the authority
+// through client.
+func runAgentOn(t testing.TB, client fencev1.FenceServiceClient, log *storeLog, c fencestate.Cluster, edit func(*Options)) *liveAgent {
+	t.Helper()
 	logs := &capturedLogs{}
 	opts := Options{
-		Client:          fencev1.NewFenceServiceClient(conn),
+		Client:          client,
 		Writer:          &recordingWriter{name: c.Name, log: log},
 		ClusterName:     c.Name,
 		ClusterUID:      c.UID,
@@ -70,7 +82,6 @@ func runAgent(t testing.TB, addr string, log *storeLog, c fencestate.Cluster, ed
 		if err := <-done; err != nil {
 			t.Errorf("%s: Start: %v", c.Name, err)
 		}
-		_ = conn.Close()
 	})
 	t.Cleanup(stop)
 	return &liveAgent{ClusterFence: agent, logs: logs, stop: stop}
@@ -424,4 +435,85 @@ func TestShortLeaseDoesNotFlap(t *testing.T) {
 	if got := testutil.ToFloat64(agent.metrics.transitions.WithLabelValues(string(fencestate.Active), string(fencestate.Unknown))); got != 0 {
 		t.Errorf("%v transitions from active to unknown, want none", got)
 	}
+}
+
+// TestPermissionDeniedFailsClosedAndRecovers: an agent whose identity the
+// authority does not let declare as its cluster stays unknown
+// (PERMISSION_DENIED), logs it once, naming its identity, and holds the
+// fence by itself once the authorization file lets it.
+func TestPermissionDeniedFailsClosedAndRecovers(t *testing.T) {
+	ca, serving, err := testcerts.Loopback("authority-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := serving.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const identity = "spiffe://example.org/fencegate/cluster/east"
+	file := filepath.Join(t.TempDir(), "authorization.yaml")
+	writeFile := func(cluster string) {
+		t.Helper()
+		content := fmt.Sprintf("clusters:\n  - {identity: %q, cluster: %s, domains: [\"*\"]}\n", identity, cluster)
+		if err := os.WriteFile(file+".tmp", []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".tmp", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile("west") // a mistake: east's identity bound to west
+	srv := authoritytest.Start(t, authoritytest.Options{Quiet: true, AuthorizationFile: file, TLS: &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	}})
+	client, err := ca.ClientFor(identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, err := client.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := Dial(srv.Addr, &tls.Config{Certificates: []tls.Certificate{clientCert}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	agent := runAgentOn(t, fencev1.NewFenceServiceClient(conn), &storeLog{}, east, nil)
+
+	s := waitReason(t, agent.ClusterFence, rpctypes.ReasonPermissionDenied)
+	if s.Status != fencestate.Unknown || !strings.Contains(s.Message, identity) || !strings.Contains(s.Message, "may act only as cluster west") {
+		t.Errorf("state %+v: want unknown, naming the identity and what it may do", s)
+	}
+	// More refused heartbeats log nothing more.
+	n := testutil.ToFloat64(agent.metrics.declarations.WithLabelValues(refusedPermission.result()))
+	eventually(t, "two more refused heartbeats", func() bool {
+		return testutil.ToFloat64(agent.metrics.declarations.WithLabelValues(refusedPermission.result())) >= n+2
+	})
+	denials := 0
+	for _, l := range agent.logs.all() {
+		if strings.Contains(l.Msg, "refuses this agent's identity") {
+			denials++
+			if l.Identity != identity {
+				t.Errorf("the log line names identity %q, want %q", l.Identity, identity)
+			}
+		}
+	}
+	if denials != 1 {
+		t.Errorf("%d log lines about the refusal, want 1", denials)
+	}
+
+	writeFile("east")
+	waitStatus(t, agent.ClusterFence, fencestate.Active)
+}
+
+// waitReason waits until c's reason is reason and returns that state.
+func waitReason(t testing.TB, c *ClusterFence, reason string) fencestate.State {
+	t.Helper()
+	var st fencestate.State
+	eventually(t, c.opts.ClusterName+"'s reason is "+reason, func() bool {
+		st = c.Status()
+		return st.Reason == reason
+	})
+	return st
 }

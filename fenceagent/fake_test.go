@@ -329,10 +329,11 @@ func (l *storeLog) first(agent string, s fencestate.Status, from int) (int, stor
 
 // logLine is one line of a captureLogs logger.
 type logLine struct {
-	Msg   string `json:"msg"`
-	Error string `json:"error"`
-	To    string `json:"to"`
-	Level *int   `json:"level"`
+	Msg      string `json:"msg"`
+	Error    string `json:"error"`
+	To       string `json:"to"`
+	Identity string `json:"identity"`
+	Level    *int   `json:"level"`
 }
 
 // capturedLogs keeps every log line, decoded.
