@@ -2,7 +2,6 @@ package authority_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,7 +66,7 @@ func startMTLS(t testing.TB, opts authoritytest.Options, authorize bool) *secure
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := serving.TLS()
+	serverTLS, err := ca.MutualTLS(serving)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func startMTLS(t testing.TB, opts authoritytest.Options, authorize bool) *secure
 	if err := os.WriteFile(s.file, []byte(authorizationFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	opts.TLS = serverTLS
 	opts.Registerer, opts.Clock = s.reg, s.clock
 	if authorize {
 		opts.AuthorizationFile = s.file
@@ -96,15 +95,13 @@ func startMTLS(t testing.TB, opts authoritytest.Options, authorize bool) *secure
 // client is a client that presents a certificate ca signed for identity.
 func (s *securedAuthority) client(t testing.TB, ca *testcerts.CA, identity string) fencev1.FenceServiceClient {
 	t.Helper()
-	pair, err := ca.ClientFor(identity)
+	cfg, err := ca.ClientTLS(identity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := pair.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.ClientTLS(t, &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: s.ca.Pool(), MinVersion: tls.VersionTLS12})
+	// Trust the authority's CA, whichever CA signed the client's.
+	cfg.RootCAs = s.ca.Pool()
+	return s.ClientTLS(t, cfg)
 }
 
 // TestEveryRoleAgainstEveryRPC calls every RPC as every role, through real

@@ -396,8 +396,8 @@ func TestRelevantFileChanges(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := e.relevant(tc.name); got != tc.want {
-				t.Errorf("relevant(%q) = %v, want %v", tc.name, got, tc.want)
+			if got := e.watchOptions(t.Context()).Wakes(tc.name); got != tc.want {
+				t.Errorf("a change of %q wakes a reload: %v, want %v", tc.name, got, tc.want)
 			}
 		})
 	}

@@ -6,95 +6,58 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/fsnotify/fsnotify"
-	"k8s.io/utils/clock"
+	"github.com/fencegate/fencegate/internal/filewatch"
 )
 
 // Start reloads the policies and the config whenever their files change,
-// until ctx ends. It watches the directories rather than the files, which
-// is what sees a ConfigMap volume's update: the kubelet writes the new files
-// into a fresh directory and swaps the ..data symbolic link to it. A burst of
-// events is reloaded once, after ReloadDelay of quiet.
+// until ctx ends, through package filewatch: it sees a ConfigMap volume's
+// update too, and reloads a burst of events once, after ReloadDelay of
+// quiet.
 func (e *Engine) Start(ctx context.Context) error {
 	var dirs []string
 	if e.policyDir != "" {
 		dirs = append(dirs, e.policyDir)
 	}
 	for _, f := range e.configFiles {
-		if dir := filepath.Dir(f); !slices.Contains(dirs, dir) {
-			dirs = append(dirs, dir)
-		}
+		dirs = append(dirs, filepath.Dir(f))
 	}
 	if len(dirs) == 0 {
 		// The embedded policies never change.
 		<-ctx.Done()
 		return nil
 	}
-	watcher, err := fsnotify.NewWatcher()
-	if err != nil {
+	opts := e.watchOptions(ctx)
+	opts.Dirs = dirs
+	if err := filewatch.Run(ctx, opts); err != nil {
 		return fmt.Errorf("watch policy files: %w", err)
 	}
-	defer func() { _ = watcher.Close() }() // closing only stops the watch
-	for _, dir := range dirs {
-		if err := watcher.Add(dir); err != nil {
-			return fmt.Errorf("watch %s: %w", dir, err)
-		}
-	}
-	// Changes made between New and the watch starting are not lost.
-	_ = e.Reload(ctx)
+	return nil
+}
 
-	var timer clock.Timer
-	var fire <-chan time.Time
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case event, ok := <-watcher.Events:
-			if !ok {
-				return nil
-			}
-			if !e.relevant(event.Name) {
-				continue
-			}
-			if timer != nil {
-				timer.Stop()
-			}
-			timer = e.clock.NewTimer(e.reloadDelay)
-			fire = timer.C()
-		case err, ok := <-watcher.Errors:
-			if !ok {
-				return nil
-			}
-			// The kernel's event queue overflowed or the like: reload to be
-			// sure nothing was missed.
-			e.log.Error(err, "watching policy files failed", "effect", "reloading")
-			timer = e.clock.NewTimer(0)
-			fire = timer.C()
-		case <-fire:
-			fire = nil
-			// A failed reload is logged, counted and shown by Reload.
-			_ = e.Reload(ctx)
-		}
+// watchOptions are how Start watches, but for the directories.
+func (e *Engine) watchOptions(ctx context.Context) filewatch.Options {
+	return filewatch.Options{
+		Relevant: e.relevant,
+		Delay:    e.reloadDelay,
+		Clock:    e.clock,
+		// Changes made between New and the watch starting are not lost.
+		// A failed reload is logged, counted and shown by Reload.
+		OnChange: func() { _ = e.Reload(ctx) },
+		OnError: func(err error) {
+			// The kernel's event queue overflowed or the like: reloading
+			// makes sure nothing was missed.
+			e.log.Error(err, "policy file watch failed; reloading")
+		},
 	}
 }
 
 // relevant reports whether a change to the named file can change what
-// Reload reads: a policy file, a config file, or the kubelet's swap of a
-// ConfigMap volume's ..data link. Other files sharing the directories (logs,
-// editors' swap files) do not wake a reload.
+// Reload reads: a policy file or a config file (filewatch adds the
+// kubelet's swap of a ConfigMap volume's ..data link). Other files sharing
+// the directories (logs, editors' swap files) do not wake a reload.
 func (e *Engine) relevant(name string) bool {
-	base := filepath.Base(name)
-	if strings.HasPrefix(base, "..") {
-		return true
-	}
-	if e.policyDir != "" && filepath.Dir(name) == filepath.Clean(e.policyDir) && strings.HasSuffix(base, ".rego") {
+	if e.policyDir != "" && filepath.Dir(name) == filepath.Clean(e.policyDir) && strings.HasSuffix(filepath.Base(name), ".rego") {
 		return true
 	}
 	return slices.ContainsFunc(e.configFiles, func(f string) bool { return filepath.Clean(f) == filepath.Clean(name) })

@@ -2,7 +2,6 @@ package fenceagent
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -446,7 +445,7 @@ func TestPermissionDeniedFailsClosedAndRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := serving.TLS()
+	serverTLS, err := ca.MutualTLS(serving)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,18 +462,12 @@ func TestPermissionDeniedFailsClosedAndRecovers(t *testing.T) {
 		}
 	}
 	writeFile("west") // a mistake: east's identity bound to west
-	srv := authoritytest.Start(t, authoritytest.Options{Quiet: true, AuthorizationFile: file, TLS: &tls.Config{
-		Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
-	}})
-	client, err := ca.ClientFor(identity)
+	srv := authoritytest.Start(t, authoritytest.Options{Quiet: true, AuthorizationFile: file, TLS: serverTLS})
+	clientTLS, err := ca.ClientTLS(identity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientCert, err := client.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := Dial(srv.Addr, &tls.Config{Certificates: []tls.Certificate{clientCert}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})
+	conn, err := Dial(srv.Addr, clientTLS)
 	if err != nil {
 		t.Fatal(err)
 	}

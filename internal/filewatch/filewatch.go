@@ -39,6 +39,13 @@ type Options struct {
 	OnError func(error)
 }
 
+// Wakes reports whether a change to the named file calls OnChange: the
+// kubelet's swap of a ConfigMap volume always does, other files when
+// Relevant says so.
+func (o Options) Wakes(name string) bool {
+	return strings.HasPrefix(filepath.Base(name), "..") || o.Relevant == nil || o.Relevant(name)
+}
+
 // Run watches until ctx ends, calling opts.OnChange as described. It
 // returns an error only when the watch cannot be set up.
 func Run(ctx context.Context, opts Options) error {
@@ -84,7 +91,7 @@ func Run(ctx context.Context, opts Options) error {
 			if !ok {
 				return nil
 			}
-			if strings.HasPrefix(filepath.Base(event.Name), "..") || opts.Relevant == nil || opts.Relevant(event.Name) {
+			if opts.Wakes(event.Name) {
 				arm(opts.Delay)
 			}
 		case err, ok := <-watcher.Errors:

@@ -175,3 +175,27 @@ func serial() *big.Int {
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
+
+// MutualTLS returns a server configuration that presents pair and requires
+// client certificates the CA signed (mTLS).
+func (ca *CA) MutualTLS(pair Pair) (*tls.Config, error) {
+	cert, err := pair.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("load the serving certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ClientTLS returns a client configuration that trusts the CA and presents
+// a certificate it signs for identity (see ClientFor).
+func (ca *CA) ClientTLS(identity string) (*tls.Config, error) {
+	pair, err := ca.ClientFor(identity)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("load the client certificate of %s: %w", identity, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, nil
+}

@@ -38,7 +38,7 @@ func startLab(t *testing.T, opts authoritytest.Options) *lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := serving.TLS()
+	serverTLS, err := ca.MutualTLS(serving)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func startLab(t *testing.T, opts authoritytest.Options) *lab {
 	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	opts.TLS = serverTLS
 	opts.AuthorizationFile = path
 	return &lab{Server: authoritytest.Start(t, opts), ca: ca}
 }
@@ -60,13 +60,11 @@ func startLab(t *testing.T, opts authoritytest.Options) *lab {
 // clientTLS is the TLS configuration of a caller with identity.
 func (l *lab) clientTLS(t testing.TB, identity string) *tls.Config {
 	t.Helper()
-	pair, err := l.ca.ClientFor(identity)
+	cfg, err := l.ca.ClientTLS(identity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := pair.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: l.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	// The agents dial their proxies, not the authority's address.
+	cfg.ServerName = "127.0.0.1"
+	return cfg
 }
