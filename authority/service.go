@@ -164,11 +164,12 @@ func (s *Service) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceReq
 	switch result.Outcome {
 	case statemachine.Released, statemachine.AlreadyReleased, statemachine.NoLease:
 		if h := result.State.Holder; result.Outcome == statemachine.Released {
-			msg := "fence lease of one instance released; the holder's other instances keep theirs"
+			msg := "fence lease released"
 			if h.Released {
-				msg = "fence released: every instance of the holder released its lease, or its lease ended"
+				msg = "fence released"
 			}
-			s.log.Info(msg, "domain", domain, "cluster", h.Name, "uid", h.UID, "instance", r.Instance, "epoch", h.Epoch, "token", h.Token)
+			s.log.Info(msg, "domain", domain, "cluster", h.Name, "uid", h.UID, "instance", r.Instance, "epoch", h.Epoch, "token", h.Token,
+				"holderReleased", h.Released)
 		}
 		return &fencev1.ReleaseFenceResponse{Fence: fenceProto(snap, s.store.LeaseTTL())}, nil
 	default:
@@ -345,6 +346,6 @@ func (s *Service) logDeclaration(domain string, r statemachine.Result) {
 		s.log.Info("fence takeover pending", "domain", domain, "cluster", p.Name, "uid", p.UID, "epoch", p.Epoch,
 			"holder", h.Name, "holderEpoch", h.Epoch, "leaseLeft", a.RetryAfter.String())
 	case a.Outcome == statemachine.Renewed && slices.Contains(r.Events, statemachine.PendingChanged):
-		s.log.Info("fence holder raised its epoch; pending takeover dropped", "domain", domain, "cluster", h.Name, "epoch", h.Epoch)
+		s.log.Info("fence takeover dropped", "domain", domain, "cluster", h.Name, "epoch", h.Epoch, "why", "the holder raised its epoch")
 	}
 }

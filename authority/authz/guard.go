@@ -141,7 +141,7 @@ func (g *Guard) check(ctx context.Context, method string, req any) (context.Cont
 	short := shortMethod(method)
 	g.denials.WithLabelValues(short).Inc()
 	if g.shouldLog(caller.Identity, short) {
-		g.log.Error(nil, "call refused: permission denied", "identity", caller.Identity, "peer", caller.Peer,
+		g.log.Error(nil, "call refused", "identity", caller.Identity, "peer", caller.Peer,
 			"method", short, "cluster", r.Cluster, "domain", r.Domain, "reason", decision.Reason)
 	}
 	return ctx, rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, decision.Reason, map[string]string{

@@ -119,7 +119,7 @@ func (s *Source) Reload() error {
 		s.metrics.lastSuccess.Set(0)
 		s.status.Error, s.status.FailedAt = err.Error(), now
 		if prev := s.current.Load(); prev != nil {
-			s.log.Error(err, "authorization file reload failed; the last good one stays in force", "path", s.path, "revision", prev.revision)
+			s.log.Error(err, "authorization file reload failed", "path", s.path, "inForce", prev.revision, "effect", "the last good file stays in force")
 		}
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
@@ -145,7 +145,7 @@ func (s *Source) Start(ctx context.Context) error {
 		// A failed reload is logged, counted and shown by Reload.
 		OnChange: func() { _ = s.Reload() },
 		OnError: func(err error) {
-			s.log.Error(err, "watching the authorization file failed; reloading it", "path", s.path)
+			s.log.Error(err, "authorization file watch failed; reloading", "path", s.path)
 		},
 	})
 }
