@@ -91,10 +91,7 @@ func TestChartsOnARealNode(t *testing.T) {
 		w.failOver(ctx, t, east)
 	})
 	t.Run("west's pods admit and stamp a Component created with kubectl", func(t *testing.T) {
-		// Mutation and validation are two calls, which may go to two pods:
-		// until every pod that still answers holds the fence, one may
-		// leave unstamped what the other admits. The old pods answer
-		// until they exit, and each new pod holds once it declared.
+		// Once every pod holds the fence, a write on west is admitted.
 		w.waitDeploymentReady(ctx, t)
 		w.waitInstances(ctx, t, "west", w.fencegatePods(ctx, t), time.Minute)
 		w.wantStamped(ctx, t, n.ControlPlane, "stamped-on-west", "2")
@@ -453,6 +450,17 @@ func (w *nodeTest) failOver(ctx context.Context, t *testing.T, east *stack.Clust
 		t.Logf("%s's writes, from the start of the upgrade:\n%s", side.name, timeline(side.writes, upgrade))
 	}
 
+	// Mutation and validation may reach two pods that do not agree on the
+	// fence; both deny what they do not admit, so every admitted write
+	// carries the fencing token, also during the rollout.
+	for _, side := range []struct {
+		name   string
+		writes []write
+	}{{"east", eastWrites}, {"west", westWrites}} {
+		if i := slices.IndexFunc(side.writes, func(wr write) bool { return wr.outcome == "admitted" && !wr.stamped }); i >= 0 {
+			t.Errorf("%s admitted a write without the epoch stamp, %s after the upgrade began", side.name, side.writes[i].end.Sub(upgrade).Round(100*time.Millisecond))
+		}
+	}
 	if first := slices.IndexFunc(westWrites, func(wr write) bool { return wr.outcome == "admitted" }); first >= 0 {
 		t.Logf("west's first write admitted %s after the upgrade began", westWrites[first].end.Sub(upgrade).Round(100*time.Millisecond))
 	}
@@ -483,8 +491,6 @@ func (w *nodeTest) failOver(ctx context.Context, t *testing.T, east *stack.Clust
 }
 
 // timeline groups consecutive writes with the same outcome, one line each.
-// An admission without the stamp means that mutation and validation went to
-// two pods that did not agree on whether west holds the fence.
 func timeline(writes []write, since time.Time) string {
 	var b strings.Builder
 	for i := 0; i < len(writes); {
