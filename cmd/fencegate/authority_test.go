@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,18 +59,73 @@ func TestAuthorityFlagErrors(t *testing.T) {
 		"lease too short":            {args: []string{"--lease-ttl", "100ms"}, wantErr: "--lease-ttl 100ms: want at least 1s"},
 		"lease from the environment": {env: map[string]string{"FENCEGATE_LEASE_TTL": "200ms"}, wantErr: "--lease-ttl 200ms: want at least 1s"},
 		"bad metrics address":        {args: []string{"--metrics-address", "7444"}, wantErr: `--metrics-address "7444": want host:port`},
+		"client certificates but no roles": {
+			args:    []string{"--tls-cert", "tls.crt", "--tls-key", "tls.key", "--client-ca", "ca.crt"},
+			wantErr: "--client-ca without --authorization-file: give the file that binds client identities to roles, or --authorization=none",
+		},
+		"roles but no client certificates": {
+			args:    []string{"--authorization-file", "authorization.yaml"},
+			wantErr: "--authorization-file needs --client-ca",
+		},
+		"reachable from other machines, no roles": {
+			args:    []string{"--listen", "0.0.0.0:7443", "--insecure"},
+			wantErr: "--listen 0.0.0.0:7443 is reachable from other machines but no --authorization-file says who may call",
+		},
+		"none and a file": {
+			args:    []string{"--authorization", "none", "--authorization-file", "a.yaml"},
+			wantErr: "--authorization=none and --authorization-file contradict each other",
+		},
+		"an unknown authorization mode": {args: []string{"--authorization", "all"}, wantErr: `--authorization "all": the one value is "none"`},
+		"a zero epoch step":             {args: []string{"--max-epoch-step", "0"}, wantErr: "--max-epoch-step 0: want at least 1"},
+		"no history":                    {args: []string{"--history-limit", "0"}, wantErr: "--history-limit 0: want at least 1"},
+		"a file that does not parse": {
+			args: []string{"--tls-cert", "TLSCERT", "--tls-key", "TLSKEY", "--client-ca", "CA", "--authorization-file", "BROKEN",
+				"--data-dir", "DATA", "--metrics-address", ""},
+			wantErr: "--authorization-file: ",
+		},
 	}
+	files := authorityFiles(t)
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			_, _, err := runRoot(context.Background(), append([]string{"authority"}, tc.args...)...)
+			args := slices.Clone(tc.args)
+			for i, a := range args {
+				if f, ok := files[a]; ok {
+					args[i] = f
+				}
+			}
+			_, _, err := runRoot(context.Background(), append([]string{"authority"}, args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})
 	}
+}
+
+// authorityFiles writes what the flag tests name in place of files: TLS
+// files, a CA, an authorization file that does not parse, a data directory.
+func authorityFiles(t *testing.T) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	ca, server, err := testcerts.Loopback("authority-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := server.WriteFiles(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(dir, "authorization.yaml")
+	if err := os.WriteFile(broken, []byte("clusters: ["), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"CA": caFile, "TLSCERT": cert, "TLSKEY": key, "BROKEN": broken, "DATA": filepath.Join(dir, "data")}
 }
 
 // freeAddress returns a loopback address that was free a moment ago.
