@@ -54,7 +54,8 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 			describe(r.self), describe(a.holder), a.holder.Name, a.retryAfter)
 		return s, sent.Add(stale)
 	case refusedPermission:
-		s.Status, s.Holder, s.LastSuccessNS = fencestate.Unknown, cur.Holder, sent.UnixNano()
+		// No answer about the fence: the last one stays the last.
+		s.Status, s.Holder = fencestate.Unknown, cur.Holder
 		s.Message = fmt.Sprintf("the fence authority refuses identity %q: %s. Cluster %s does not act as holder until the authority's authorization file lets this identity declare as %s",
 			a.identity, statusMessage(a.err), describe(r.self), r.self.Name)
 		return s, time.Time{}
