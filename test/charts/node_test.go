@@ -82,7 +82,7 @@ func TestChartsOnARealNode(t *testing.T) {
 	})
 	t.Run("west's pods deny through the webhook Service and east admits", func(t *testing.T) {
 		res := w.kubectl(ctx, t, n.ControlPlane, component("denied-on-west", "1"), "apply", "-f", "-")
-		if res.ExitCode == 0 || !strings.Contains(res.Stderr, `admission webhook "validate.fencegate.dev" denied the request`) || !strings.Contains(res.Stderr, denial) {
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, `admission webhook "mutate.fencegate.dev" denied the request`) || !strings.Contains(res.Stderr, denial) {
 			t.Fatalf("a fenced west must deny through its webhook, got exit %d:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
 		w.wantStamped(ctx, t, east.ControlPlane, "admitted-on-east", "1")
