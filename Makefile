@@ -51,7 +51,7 @@ generate: ## Regenerate deepcopy code, the CRD manifest and the fence API's Go c
 	$(BUILD_TOOLS) controller-gen buf protoc-gen
 	controller-gen object paths=./api/...
 	controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
-	cp config/crd/components.fencegate.dev_components.yaml charts/fencegate/crds/
+	cp config/crd/*.yaml charts/fencegate/crds/
 	buf lint
 	buf generate
 
