@@ -109,6 +109,10 @@ type ClusterFenceStatus struct {
 	// agent's own (AUTHORITY_UNREACHABLE, LEASE_EXPIRED, …).
 	// +optional
 	FenceReason string `json:"fenceReason,omitempty"`
+	// Cluster is this cluster: its name and UID in the fence, and the epoch
+	// it declares.
+	// +optional
+	Cluster *FenceCluster `json:"cluster,omitempty"`
 	// Epoch is the epoch this cluster declares.
 	// +optional
 	Epoch int64 `json:"epoch,omitempty"`

@@ -50,6 +50,11 @@ func (in *ClusterFenceStatus) DeepCopyInto(out *ClusterFenceStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.Cluster != nil {
+		in, out := &in.Cluster, &out.Cluster
+		*out = new(FenceCluster)
+		**out = **in
+	}
 	if in.Holder != nil {
 		in, out := &in.Holder, &out.Holder
 		*out = new(FenceCluster)
