@@ -76,22 +76,42 @@ func newPKI(dir string, clusters []ClusterSpec) (*PKI, error) {
 	if p.Operator, err = p.Client(OperatorIdentity, "operator"); err != nil {
 		return nil, err
 	}
-	file := authz.File{Operators: []string{OperatorIdentity}}
+	var names []string
 	for _, c := range clusters {
 		if _, err := p.Client(ClusterIdentity(c.Name), "cluster-"+c.Name); err != nil {
 			return nil, err
 		}
-		file.Clusters = append(file.Clusters, authz.ClusterBinding{Identity: ClusterIdentity(c.Name), Cluster: c.Name, Domains: []string{authz.AllDomains}})
+		names = append(names, c.Name)
+	}
+	p.AuthorizationFile = filepath.Join(dir, "authorization.yaml")
+	if err := p.Authorize(names...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Authorize writes the authorization file anew: each named cluster's
+// identity may act as that cluster, in every domain, and the operator is
+// an operator; any other identity has no role. The authority reloads it.
+func (p *PKI) Authorize(clusters ...string) error {
+	file := authz.File{Operators: []string{OperatorIdentity}}
+	for _, name := range clusters {
+		file.Clusters = append(file.Clusters, authz.ClusterBinding{Identity: ClusterIdentity(name), Cluster: name, Domains: []string{authz.AllDomains}})
 	}
 	raw, err := yaml.Marshal(file)
 	if err != nil {
-		return nil, fmt.Errorf("encode the authorization file: %w", err)
+		return fmt.Errorf("encode the authorization file: %w", err)
 	}
-	p.AuthorizationFile = filepath.Join(dir, "authorization.yaml")
-	if err := os.WriteFile(p.AuthorizationFile, raw, 0o600); err != nil {
-		return nil, fmt.Errorf("write the authorization file: %w", err)
+	// A rename replaces the file at once: the authority never reads half
+	// of it.
+	tmp := p.AuthorizationFile + ".new"
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		return fmt.Errorf("write the authorization file: %w", err)
 	}
-	return p, nil
+	if err := os.Rename(tmp, p.AuthorizationFile); err != nil {
+		return fmt.Errorf("write the authorization file: %w", err)
+	}
+	return nil
 }
 
 // Client signs a client certificate for identity and writes it as
