@@ -153,7 +153,7 @@ func (r *runner) follow(ctx context.Context, epoch uint64, generation int64, tar
 		}
 		switch {
 		case ob.Done:
-			r.printf("failover complete in %s: %s\n", r.since(), r.summary(target, holder, p.WithHolder))
+			r.printf("failover complete in %s: %s\n", r.since(), r.summary(target, p.WithHolder))
 			return nil
 		case ob.Refused != nil:
 			return &RefusedError{Refused: *ob.Refused, Standing: r.standing(target, holder, p.WithHolder)}
@@ -261,7 +261,7 @@ func (r *runner) since() string {
 	return fmt.Sprintf("%.3fs", r.opts.Clock.Since(r.start).Seconds())
 }
 
-func (r *runner) summary(target, holder *fencegatev1alpha1.Fence, withHolder bool) string {
+func (r *runner) summary(target *fencegatev1alpha1.Fence, withHolder bool) string {
 	s := fmt.Sprintf("%s holds the fence of domain %q at epoch %d (token %d) and enforces it", r.opts.To.Context, r.opts.Domain, target.Status.Epoch, target.Status.Token)
 	if withHolder {
 		return s + fmt.Sprintf("; %s is fenced and enforces it", r.opts.From.Context)

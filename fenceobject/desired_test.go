@@ -108,8 +108,10 @@ func TestDesired(t *testing.T) {
 			messages: []string{"west-new has not reported what it applies yet"},
 		},
 		"the entry of a replica that is gone does not": {
-			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.Instances = append(in.Instances, fenceobject.EntryOf("west-gone", fenced)) },
+			in: inputs(active, "west-a"),
+			change: func(in *fenceobject.Inputs) {
+				in.Instances = append(in.Instances, fenceobject.EntryOf("west-gone", fenced))
+			},
 			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
 		},
 		"Components still to re-mark hold Enforced back": {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,7 +32,7 @@ func startFenceStack(t *testing.T, ctx context.Context, clusters ...stack.Cluste
 	}
 	s, err := stack.Start(ctx, stack.Options{
 		Binary:        bin,
-		Dir:           debugDir(t),
+		Dir:           t.TempDir(),
 		Clusters:      clusters,
 		LeaseTTL:      4 * time.Second,
 		InstanceLease: 3 * time.Second,
@@ -472,14 +470,6 @@ func TestFenceObject(t *testing.T) {
 			t.Errorf("failover without rights: %v\n%s", err, out)
 		}
 	})
-
-	for _, c := range []*stack.Cluster{east, west} {
-		res, _ := c.ControlPlane.Kubectl(ctx, nil, "get", "fence", "default", "-o", "yaml")
-		t.Logf("%s:\n%s", c.Name, res.Stdout)
-		res, _ = c.ControlPlane.Kubectl(ctx, nil, "get", "fence", "-o", "wide")
-		t.Logf("%s:\n%s", c.Name, res.Stdout)
-	}
-	_ = metav1.Now
 }
 
 // write is one kubectl apply and its answer.
@@ -564,5 +554,3 @@ func admittedFlags(ws []write) []bool {
 	}
 	return out
 }
-
-func debugDir(t *testing.T) string { d, _ := os.MkdirTemp("", "fgdebug-"); t.Logf("DIR %s", d); return d }
