@@ -114,13 +114,16 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 	if p.WithHolder && holder != nil {
 		h := holder.Status
 		hname := clusterName(holder)
-		if h.State != "" && h.State != string(fencestate.Active) && declared {
+		// The old holder's steps follow one another on its own Fence,
+		// which its fencegate writes as it goes; the target's Fence may
+		// show the grant before or after it.
+		if h.State != "" && h.State != string(fencestate.Active) {
 			see(StepHolderTold, "%s: %s, %s", hname, h.State, condition(holder, fencegatev1alpha1.ConditionHolding).Reason)
 		}
 		if p.seen[StepHolderTold] && len(h.Instances) > 0 && noneActive(h.Instances) {
 			see(StepHolderStopped, "every replica of %s (%d) applies %s", hname, len(h.Instances), h.Instances[0].State)
 		}
-		if fencedBy(holder, name) && meta.IsStatusConditionTrue(h.Conditions, fencegatev1alpha1.ConditionEnforced) {
+		if p.seen[StepHolderStopped] && fencedBy(holder, name) && meta.IsStatusConditionTrue(h.Conditions, fencegatev1alpha1.ConditionEnforced) {
 			see(StepHolderMarked, "%s: %s", hname, components(h))
 		}
 	}
