@@ -98,6 +98,7 @@ bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's
 	go test -p 1 -run '^$$' -bench . -benchmem ./webhook/ ./engine/ ./authority/
 	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/
 	go test -p 1 -run '^$$' -bench ReMark1000 -benchtime 3x ./controller/
+	go test -p 1 -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 20x ./test/e2e/
 	go run ./test/bench -o reports
 
 RUNS ?= 200

@@ -19,6 +19,7 @@ import (
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 )
 
@@ -111,7 +112,7 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 	}
 	key := controller.KeyOf(state)
 	if s.asked == nil || *s.asked != key {
-		s.view = s.askAuthority(ctx)
+		s.view = s.askAuthority(ctx, state)
 		s.asked = &key
 	}
 	now := o.Clock.Now()
@@ -170,8 +171,13 @@ func (s *statusWriter) observe(epoch, target uint64, st fencegatev1alpha1.Cluste
 }
 
 // askAuthority asks the authority for a pending takeover; nil when it
-// cannot tell.
-func (s *statusWriter) askAuthority(ctx context.Context) *AuthorityView {
+// cannot tell. A holder has none to ask about: a takeover by a higher epoch
+// would have fenced it, and one at or below its epoch is dropped when it
+// renews, so the failover's last step does not wait for the call.
+func (s *statusWriter) askAuthority(ctx context.Context, state fencestate.State) *AuthorityView {
+	if state.Status == fencestate.Active {
+		return &AuthorityView{}
+	}
 	o := s.k.opts
 	ctx, cancel := context.WithTimeout(ctx, authorityTimeout)
 	defer cancel()
