@@ -342,6 +342,24 @@ func TestFenceObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFence(t, ctx, west, "enforced by two replicas again", 30*time.Second, is(holdingEnforced, 5, 2))
+
+		// A replica that stops on SIGTERM takes its entry and its Lease
+		// with it before it exits: nobody waits for its Lease to end.
+		leaving := west.Replicas[1]
+		if err := leaving.Run.Stop(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		west.Replicas = west.Replicas[:1]
+		if err := west.ControlPlane.Client.List(ctx, &leases, client.InNamespace(stack.Namespace), client.MatchingLabels{"fencegate.dev/fence-domain": "default"}); err != nil {
+			t.Fatal(err)
+		}
+		if f := fence(t, ctx, west); len(f.Status.Instances) != 1 || len(leases.Items) != 1 {
+			t.Errorf("after a replica stopped: %d entries, %d Leases; want the stopped one's removed on its way out:\n%s", len(f.Status.Instances), len(leases.Items), statusYAML(f))
+		}
+		if err := s.StartReplica(ctx, west); err != nil {
+			t.Fatal(err)
+		}
+		waitFence(t, ctx, west, "enforced by two replicas again", 30*time.Second, is(holdingEnforced, 5, 2))
 	})
 
 	t.Run("timeout: the old holder is cut off and the target waits for its lease", func(t *testing.T) {
