@@ -131,15 +131,9 @@ func (p *PKI) Cluster(name string) Credentials {
 	return Credentials{Identity: ClusterIdentity(name), CertFile: filepath.Join(p.Dir, "cluster-"+name+".crt"), KeyFile: filepath.Join(p.Dir, "cluster-"+name+".key")}
 }
 
-// TLS returns the client TLS configuration that presents c to the
-// authority.
-func (p *PKI) TLS(c Credentials) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("load the certificate of %s: %w", c.Identity, err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: p.ca.Pool(), MinVersion: tls.VersionTLS12}, nil
-}
+// TLS returns a client TLS configuration that reaches the authority as
+// c's identity (with a certificate of its own for it).
+func (p *PKI) TLS(c Credentials) (*tls.Config, error) { return p.ca.ClientTLS(c.Identity) }
 
 // Flags are the flags with which a fencegate command reaches the authority
 // as c.
