@@ -99,7 +99,7 @@ func (r *runner) run(ctx context.Context) error {
 	var holder *fencegatev1alpha1.Fence
 	if o.From != nil {
 		if holder, err = r.get(ctx, *o.From); err != nil {
-			r.printf("%s is unreachable (%v): the failover waits only for %s\n", o.From.Context, err, o.To.Context)
+			r.printf("%s cannot be read (%v): the failover waits only for %s\n", o.From.Context, err, o.To.Context)
 		}
 	}
 	plan, err := MakePlan(target, holder, o.Epoch)
@@ -111,7 +111,7 @@ func (r *runner) run(ctx context.Context) error {
 	case o.From != nil && holder != nil:
 		from = "from " + o.From.Context
 	case o.From != nil:
-		from = "from " + o.From.Context + ", unreachable"
+		from = "from " + o.From.Context + ", which cannot be read"
 	}
 	r.printf("failover of fence %q to %s (%s): %s is %s; the holder is %s at epoch %d\n",
 		o.Domain, o.To.Context, from, o.To.Context, target.Status.State, plan.Holder, plan.HolderEpoch)
@@ -124,7 +124,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		r.event("epoch raised", "%s spec.epoch %s → %d (generation %d)", o.To.Context, specEpoch(target), plan.Epoch, generation)
 	} else {
-		r.event("epoch raised", "%s declares epoch %d already; nothing to raise", o.To.Context, target.Status.Epoch)
+		r.event("epoch asked for", "%s declares epoch %d already, above the holder's: nothing to raise", o.To.Context, target.Status.Epoch)
 	}
 	if !o.Wait {
 		r.printf("spec.epoch is raised; follow the failover with: kubectl --context %s get fence %s -w (or run with --wait)\n", o.To.Context, o.Domain)
@@ -146,6 +146,7 @@ func (r *runner) follow(ctx context.Context, epoch uint64, generation int64, tar
 		go r.watch(ctx, "from", *o.From, updates)
 	}
 	p := &Progress{Epoch: epoch, Generation: generation, WithHolder: withHolder}
+	targetLost := false
 	for {
 		ob := p.Observe(target, holder)
 		for _, s := range ob.Steps {
@@ -171,8 +172,12 @@ func (r *runner) follow(ctx context.Context, epoch uint64, generation int64, tar
 				r.printf("   lost %s (%v): waiting only for %s from now on\n", o.From.Context, u.err, o.To.Context)
 			case u.err != nil:
 				// The target's watch failed; it is opened again.
+				if !targetLost {
+					targetLost = true
+					r.printf("   cannot watch %s (%v): trying again until the timeout\n", o.To.Context, u.err)
+				}
 			case u.side == "to":
-				target = u.fence
+				target, targetLost = u.fence, false
 			default:
 				holder = u.fence
 			}

@@ -91,13 +91,13 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 	}
 
 	reason := Reason(s)
-	holding := metav1.Condition{Type: fencegatev1alpha1.ConditionHolding, Status: metav1.ConditionFalse, Reason: reason, Message: in.Message, ObservedGeneration: in.Generation}
+	holding := metav1.Condition{Type: fencegatev1alpha1.ConditionHolding, Status: metav1.ConditionFalse, Reason: reason, Message: in.Message, ObservedGeneration: st.ObservedGeneration}
 	if s.Status == fencestate.Active {
 		holding.Status = metav1.ConditionTrue
 	}
 	setCondition(&st.Conditions, holding, now)
 
-	enforced := metav1.Condition{Type: fencegatev1alpha1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: in.Generation}
+	enforced := metav1.Condition{Type: fencegatev1alpha1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: st.ObservedGeneration}
 	lagging := laggingInstances(EntryOf("", s), in.Instances, in.Live)
 	marked := in.Marks.Started && in.Marks.Key == controller.KeyOf(s) && in.Marks.Pending == 0
 	switch {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -299,6 +303,23 @@ func TestFenceObject(t *testing.T) {
 				}
 			}
 		}
+		// Every replica says the state is enforced; the leaders of west
+		// (failed over to) and east (failed back to) timed the move.
+		for _, c := range []*stack.Cluster{east, west} {
+			var failovers float64
+			for _, r := range c.Replicas {
+				families := scrape(t, ctx, r.Metrics)
+				if got := families["fencegate_fence_enforced"].GetMetric(); len(got) != 1 || got[0].GetGauge().GetValue() != 1 {
+					t.Errorf("%s, replica %s: fencegate_fence_enforced = %v, want 1", c.Name, r.Metrics, got)
+				}
+				for _, m := range families["fencegate_failover_duration_seconds"].GetMetric() {
+					failovers += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+			if failovers < 1 {
+				t.Errorf("%s: no failover counted in fencegate_failover_duration_seconds", c.Name)
+			}
+		}
 	})
 
 	t.Run("a replica that is gone holds Enforced back only until its Lease ends", func(t *testing.T) {
@@ -571,4 +592,24 @@ func admittedFlags(ws []write) []bool {
 		out[i] = w.admitted
 	}
 	return out
+}
+
+// scrape reads the Prometheus metrics a process serves on addr.
+func scrape(t *testing.T, ctx context.Context, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse the metrics of %s: %v", addr, err)
+	}
+	return families
 }
