@@ -51,7 +51,7 @@ generate: ## Regenerate deepcopy code, the CRD manifest and the fence API's Go c
 	$(BUILD_TOOLS) controller-gen buf protoc-gen
 	controller-gen object paths=./api/...
 	controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
-	cp config/crd/components.fencegate.dev_components.yaml charts/fencegate/crds/
+	cp config/crd/*.yaml charts/fencegate/crds/
 	buf lint
 	buf generate
 
@@ -98,6 +98,7 @@ bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's
 	go test -p 1 -run '^$$' -bench . -benchmem ./webhook/ ./engine/ ./authority/
 	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/
 	go test -p 1 -run '^$$' -bench ReMark1000 -benchtime 3x ./controller/
+	go test -p 1 -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 20x ./test/e2e/
 	go run ./test/bench -o reports
 
 RUNS ?= 200

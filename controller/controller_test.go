@@ -68,6 +68,7 @@ type harness struct {
 	policy   *switchablePolicy
 	changes  chan struct{}
 	registry *prometheus.Registry
+	rec      *controller.Reconciler
 }
 
 // start starts a control plane and the controller on it, deciding as the
@@ -103,7 +104,7 @@ func (h *harness) run(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.SetupWithManager(mgr, controller.Options{
+	if h.rec, err = controller.SetupWithManager(mgr, controller.Options{
 		Policy: h.policy, FenceChanges: h.changes, Registerer: h.registry,
 		// A budget of a few Events that never refills within the test.
 		EventBurst: eventBurst, EventsPerSecond: 1e-6,
@@ -265,6 +266,7 @@ func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
 				t.Errorf("%s: generation %d, want 1 (no spec change)", c.Name, c.Generation)
 			}
 		}
+		h.waitProgress(t, ctx, controller.MarkProgress{Started: true, Key: controller.KeyOf(active), Total: n})
 	})
 
 	t.Run("spec changes while active keep the conditions consistent", func(t *testing.T) {
@@ -295,5 +297,20 @@ func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("held count after delete: %v (gauge %v)", err, gauge(t, h.registry, "fencegate_components_held"))
 		}
+		h.waitProgress(t, ctx, controller.MarkProgress{Started: true, Key: controller.KeyOf(fenced), Held: n - 1, Total: n - 1})
 	})
+}
+
+// waitProgress waits until the controller's marks say want: every Component
+// marked for the state the harness switched to, and the counts.
+func (h *harness) waitProgress(t *testing.T, ctx context.Context, want controller.MarkProgress) {
+	t.Helper()
+	var got controller.MarkProgress
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got = h.rec.Marks().Progress()
+		return got == want, nil
+	})
+	if err != nil {
+		t.Fatalf("marks: %+v, want %+v", got, want)
+	}
 }

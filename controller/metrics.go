@@ -2,10 +2,8 @@ package controller
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // metrics are the controller's Prometheus metrics.
@@ -14,11 +12,9 @@ import (
 // (controller_runtime_reconcile_total{controller="component"}), beside its
 // errors and durations; a counter of fencegate's own would say the same.
 type metrics struct {
+	// held is set from Marks, which knows every Component's last mark.
 	held          prometheus.Gauge
 	eventsDropped prometheus.Counter
-
-	mu      sync.Mutex
-	heldSet map[types.NamespacedName]struct{}
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -31,7 +27,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_controller_events_dropped_total",
 			Help: "Fence transition Events not recorded because the shared Event budget was spent.",
 		}),
-		heldSet: map[types.NamespacedName]struct{}{},
 	}
 	if reg == nil {
 		return m, nil
@@ -43,18 +38,3 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	return m, nil
 }
-
-// observe records whether a Component is held.
-func (m *metrics) observe(name types.NamespacedName, held bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if held {
-		m.heldSet[name] = struct{}{}
-	} else {
-		delete(m.heldSet, name)
-	}
-	m.held.Set(float64(len(m.heldSet)))
-}
-
-// forget drops a deleted Component from the held count.
-func (m *metrics) forget(name types.NamespacedName) { m.observe(name, false) }

@@ -42,7 +42,12 @@ type Reconciler struct {
 	clock   clock.PassiveClock
 	metrics *metrics
 	events  *eventRecorder
+	marks   *Marks
 }
+
+// Marks tells how far the controller got in re-marking the Components for
+// the latest fence state, and how many are held.
+func (r *Reconciler) Marks() *Marks { return r.marks }
 
 // Reconcile brings one Component's status in line with the policies'
 // decision. It writes only when the status differs, and then applies only
@@ -51,10 +56,11 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
 	log := logr.FromContextOrDiscard(ctx)
 
+	gen := r.marks.generation()
 	var comp fencegatev1alpha1.Component
 	if err := r.client.Get(ctx, req.NamespacedName, &comp); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.metrics.forget(req.NamespacedName)
+			r.metrics.held.Set(float64(r.marks.gone(req.NamespacedName)))
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("get component %s: %w", req.NamespacedName, err)
@@ -62,6 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// A Component being deleted is its owners' business; a status write
 	// would only race their finalizers.
 	if !comp.DeletionTimestamp.IsZero() {
+		r.metrics.held.Set(float64(r.marks.gone(req.NamespacedName)))
 		return reconcile.Result{}, nil
 	}
 
@@ -69,25 +76,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("convert component %s for the policies: %w", req.NamespacedName, err)
 	}
+	before := r.fence()
 	decision, err := r.policy.Reconcile(ctx, input)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("evaluate reconcile policy for %s: %w", req.NamespacedName, err)
 	}
-	fence, ok := r.policy.Fence()
-	if !ok {
-		fence.Status = fencestate.Unknown
-	}
+	fence := r.fence()
 
 	desired := Desired(&comp, decision, fence, r.clock.Now())
-	r.metrics.observe(req.NamespacedName, decision.Hold)
 	if decision.Hold {
 		result.RequeueAfter = HeldRequeue
 	}
+	// The Component is marked once its status says what the decision
+	// says: already, or after the write below.
+	mark := func() {
+		r.metrics.held.Set(float64(r.marks.marked(req.NamespacedName, gen, KeyOf(before), KeyOf(fence), decision.Hold)))
+	}
 	if equality.Semantic.DeepEqual(comp.Status, desired) {
+		mark()
 		return result, nil
 	}
 
-	before := sourceConflict(comp.Status)
+	conflictBefore := sourceConflict(comp.Status)
 	if err := r.removeSharedConditions(ctx, &comp, desired); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -98,11 +108,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	if err := r.client.Status().Apply(ctx, status, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, fmt.Errorf("apply status of component %s: %w", req.NamespacedName, err)
 	}
-	if after := sourceConflict(desired); after != before {
+	mark()
+	if after := sourceConflict(desired); after != conflictBefore {
 		r.events.fenceChanged(&comp, decision)
 	}
 	log.V(1).Info("wrote fence conditions", "hold", decision.Hold, "reason", decision.Reason)
 	return result, nil
+}
+
+// fence is the fence state the policies see now; unknown before the agent
+// wrote one.
+func (r *Reconciler) fence() fencestate.State {
+	fence, ok := r.policy.Fence()
+	if !ok {
+		fence.Status = fencestate.Unknown
+	}
+	return fence
 }
 
 // sourceConflict returns the SourceConflict condition's status and reason.
@@ -162,13 +183,14 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		clock:   opts.Clock,
 		metrics: m,
 		events:  newEventRecorder(mgr.GetEventRecorder("fencegate-controller"), opts.EventsPerSecond, opts.EventBurst, m),
+		marks:   NewMarks(),
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&fencegatev1alpha1.Component{}).
 		Named("component").
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
 	if opts.FenceChanges != nil {
-		b = b.WatchesRawSource(enqueueAllOn(opts.FenceChanges, mgr.GetClient()))
+		b = b.WatchesRawSource(enqueueAllOn(opts.FenceChanges, mgr.GetClient(), r.fence, r.marks))
 	}
 	if err := b.Complete(r); err != nil {
 		return nil, fmt.Errorf("set up component controller: %w", err)

@@ -113,7 +113,8 @@ func New(opts Options) (*ClusterFence, error) {
 // Status returns the current fence state. It never blocks on the network.
 func (c *ClusterFence) Status() fencestate.State { return *c.current.Load() }
 
-// Changes signals every status transition, and every change of holder. A
+// Changes signals every status transition, every change of holder, and the
+// first answer to a raised epoch (see SetEpoch). A
 // signal is never blocked on: transitions that happen while one is pending
 // coalesce into it, so readers re-read Status (or data.fence) when
 // signalled.
@@ -150,6 +151,7 @@ func (c *ClusterFence) Check(ctx context.Context) (fencestate.State, error) {
 
 // SetEpoch makes the agent declare epoch from now on, at once and without
 // a restart: a failover that raises the epoch a running process declares.
+// The state names the new epoch once an answer to it arrives.
 // An epoch only rises: a lower one than the agent declares is refused, since
 // the authority would take it for a restored cluster (epoch_regressed). It
 // waits for Start to begin, and fails once the agent stopped.

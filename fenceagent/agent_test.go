@@ -573,6 +573,21 @@ func TestChangesSignalEveryTransition(t *testing.T) {
 			t.Errorf("step %d: signalled = %v, want %v", i, got, s.signal)
 		}
 	}
+	// An epoch raised while the status stays: nothing changes before its
+	// answer, which names the new epoch and is signalled, so that the
+	// Fence and the Components follow.
+	raised := testSelf.Epoch + 1
+	if err := ta.SetEpoch(context.Background(), raised); err != nil {
+		t.Fatal(err)
+	}
+	if signalled() || ta.Status().Cluster.Epoch != testSelf.Epoch {
+		t.Errorf("SetEpoch changed the state before any answer to epoch %d: %+v", raised, ta.Status())
+	}
+	auth.next(t).answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testNorth, raised, 0))
+	eventually(t, "the answer to the raised epoch is signalled", signalled)
+	if s := ta.Status(); s.Status != fencestate.Fenced || s.Cluster.Epoch != raised {
+		t.Errorf("after the answer to epoch %d: %s at epoch %d", raised, s.Status, s.Cluster.Epoch)
+	}
 }
 
 func TestAcquiringAsksAgainAfterRetryAfter(t *testing.T) {
@@ -825,6 +840,9 @@ func TestSetEpoch(t *testing.T) {
 	raised := auth.next(t)
 	if got := raised.req.GetEpoch(); got != 9 {
 		t.Fatalf("the declaration after SetEpoch(9) has epoch %d", got)
+	}
+	if s := ta.Status(); s.Cluster.Epoch != 7 {
+		t.Errorf("before any answer to epoch 9 the state names epoch %d, want 7, the epoch of its answer", s.Cluster.Epoch)
 	}
 	raised.grant(testLease, 4)
 	ta.waitStatus(t, fencestate.Active)

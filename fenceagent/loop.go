@@ -210,11 +210,10 @@ func (l *loop) raiseEpoch(epoch uint64) error {
 	}
 	l.rules.self.Epoch = epoch
 	l.c.log.Info("declared epoch raised", "previousEpoch", current, "declaredEpoch", epoch)
-	// The state names this cluster at its new epoch; the answer to the
-	// declaration below says where it stands.
-	next := l.state
-	next.Cluster = l.rules.self
-	l.commit(next, l.expires)
+	// The state keeps naming the epoch its answer was for: the answer to
+	// the declaration below names the new one, so that a reader of the
+	// state (the Fence object, a failover waiting for it) never takes the
+	// old answer for one to the new epoch.
 	l.launch()
 	return nil
 }
@@ -529,10 +528,12 @@ func (l *loop) commit(next fencestate.State, expires time.Time) bool {
 	switch {
 	case prev.Status != next.Status:
 		l.transition(prev, next)
-	case prev.Holder != next.Holder:
+	case prev.Holder != next.Holder, prev.Cluster != next.Cluster:
 		// The fence changed hands while this cluster's status stayed (it
 		// learns the new holder after releasing, or two other clusters
-		// took turns): what the Components say about the holder follows.
+		// took turns), or the first answer to a raised epoch left the
+		// status as it was: what the Components and the Fence say about
+		// the holder and the epoch follows.
 		l.c.signal()
 	}
 	return err == nil

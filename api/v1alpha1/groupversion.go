@@ -7,7 +7,8 @@ import (
 )
 
 var (
-	// GroupVersion is the API group and version of the Component resource.
+	// GroupVersion is the API group and version of the Component and Fence
+	// resources.
 	GroupVersion = schema.GroupVersion{Group: "components.fencegate.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the types of this package with a runtime.Scheme.
@@ -18,7 +19,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &Component{}, &ComponentList{})
+	scheme.AddKnownTypes(GroupVersion, &Component{}, &ComponentList{}, &Fence{}, &FenceList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

@@ -1,7 +1,7 @@
 // Command fencegate is the one fencegate binary. Its subcommands run the
 // per-cluster side (agent, admission webhook and controller), the reference
-// fence authority, the operator's fence tools and the offline policy
-// evaluator.
+// fence authority, the operator's fence tools, the failover between two
+// clusters and the offline policy evaluator.
 package main
 
 import (
@@ -74,7 +74,7 @@ func newRootCommand() *cobra.Command {
 	// commands a person runs read FENCEGATE_<COMMAND>_<FLAG>, so that one
 	// run inside a fencegate pod never acts with the pod's cluster UID,
 	// epoch or instance.
-	for _, cmd := range []*cobra.Command{newFenceCommand(), newEvalCommand()} {
+	for _, cmd := range []*cobra.Command{newFenceCommand(), newEvalCommand(), newFailoverCommand()} {
 		envflag.SetPrefix(cmd, envflag.Prefix+strings.ToUpper(cmd.Name())+"_")
 		root.AddCommand(cmd)
 	}

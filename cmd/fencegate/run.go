@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -27,7 +29,9 @@ import (
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/fenceobject"
 	"github.com/fencegate/fencegate/internal/envflag"
+	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/internal/webhookcerts"
 	"github.com/fencegate/fencegate/webhook"
 )
@@ -56,6 +60,7 @@ type runOptions struct {
 	declareInterval time.Duration
 	declareTimeout  time.Duration
 	leaseMargin     time.Duration
+	instanceLease   time.Duration
 
 	kubeconfig string
 	kubeQPS    float32
@@ -91,7 +96,9 @@ func newRunCommand(logs *logOptions) *cobra.Command {
 		Long: `Run declares this cluster's name, identity and epoch to the fence authority,
 keeps the answer in the policy engine as data.fence, answers admission requests
 for Components from the Rego policies, and writes each Component's fence
-conditions. Fail over by raising --epoch on the standby above the active's.`,
+conditions. It keeps the Fence object of its domain (kubectl get fences), and
+declares the Fence's spec.epoch when it is above --epoch: fail over by raising
+spec.epoch on the standby above the active's epoch (fencegate failover).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -119,6 +126,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.declareInterval, "declare-interval", fenceagent.DefaultDeclareInterval, "time between two declarations to the authority (jittered)")
 	fs.DurationVar(&o.declareTimeout, "declare-timeout", fenceagent.DefaultDeclareTimeout, "timeout of each declaration")
 	fs.DurationVar(&o.leaseMargin, "lease-margin", fenceagent.DefaultLeaseMargin, "how long before the authority's lease ends this cluster stops acting as holder without a renewal")
+	fs.DurationVar(&o.instanceLease, "instance-lease-duration", fenceobject.DefaultLeaseDuration, "how long this process's Lease in --namespace lasts without renewal: a process that is gone holds the Fence's Enforced condition back no longer (renewed every third of it)")
 
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster service account)")
 	fs.Float32Var(&o.kubeQPS, "kube-api-qps", 200, "queries per second to the API server; a fence transition re-marks every Component")
@@ -132,7 +140,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.webhookHosts, "webhook-hosts", nil, "further DNS names or IPs for the self-signed certificate, for webhook configurations that call a URL")
 	fs.StringVar(&o.validatingWebhook, "validating-webhook-configuration", "", "ValidatingWebhookConfiguration that gets the self-signed CA bundle")
 	fs.StringVar(&o.mutatingWebhook, "mutating-webhook-configuration", "", "MutatingWebhookConfiguration that gets the self-signed CA bundle")
-	fs.StringVar(&o.namespace, "namespace", "", "namespace fencegate runs in (the Secret and the leader election Lease live there)")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace fencegate runs in: each process's Lease, the leader election Lease and the self-signed certificate's Secret live there (required)")
 
 	fs.StringVar(&o.policyDir, "policy-dir", "", "directory of Rego policies, hot-reloaded (default: the built-in policies)")
 	fs.StringVar(&o.configFile, "config-file", "", "YAML or JSON file of data.fencegate.config (enforcement, exemptions), hot-reloaded")
@@ -167,12 +175,12 @@ func (o *runOptions) validate() error {
 	if o.webhookCertDir == "" {
 		errs = append(errs, flagError("webhook-cert-dir", "required: the webhook serves tls.crt and tls.key from it"))
 	}
+	if o.namespace == "" {
+		errs = append(errs, flagError("namespace", "required: each fencegate process keeps a Lease there, which the Fence's Enforced condition counts, and so do the leader election and the self-signed certificate's Secret (the chart sets the release namespace)"))
+	}
 	switch o.webhookCerts {
 	case webhookCertsExternal:
 	case webhookCertsSelfSigned:
-		if o.namespace == "" {
-			errs = append(errs, flagError("namespace", "required with --webhook-certs=self-signed: the certificate Secret lives there"))
-		}
 		if o.webhookServiceName == "" && len(o.webhookHosts) == 0 {
 			errs = append(errs, flagError("webhook-service-name", "set it (or --webhook-hosts) with --webhook-certs=self-signed so the certificate names the webhook's address"))
 		}
@@ -190,8 +198,8 @@ func (o *runOptions) validate() error {
 	default:
 		errs = append(errs, flagError("webhook-certs", "%q: want %s or %s", o.webhookCerts, webhookCertsSelfSigned, webhookCertsExternal))
 	}
-	if o.leaderElect && o.leaderElectionNamespace == "" && o.namespace == "" && o.kubeconfig != "" {
-		errs = append(errs, flagError("leader-election-namespace", "required with --leader-elect outside a cluster (or set --namespace)"))
+	if o.instanceLease < 3*time.Second {
+		errs = append(errs, flagError("instance-lease-duration", "%s is too short: the Lease is renewed every third of it; use at least 3s", o.instanceLease))
 	}
 	if o.kubeQPS <= 0 || o.kubeBurst <= 0 {
 		errs = append(errs, flagError("kube-api-qps", "--kube-api-qps and --kube-api-burst must be positive"))
@@ -241,27 +249,8 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		return fmt.Errorf("register core types: %w", err)
 	}
 	if err := fencegatev1alpha1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("register Component types: %w", err)
+		return fmt.Errorf("register fencegate types: %w", err)
 	}
-	leaderElectionNamespace := o.leaderElectionNamespace
-	if leaderElectionNamespace == "" {
-		leaderElectionNamespace = o.namespace
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Logger:                        logger,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
-		HealthProbeBindAddress:        o.healthAddress,
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              o.leaderElectionID,
-		LeaderElectionNamespace:       leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &o.shutdownTimeout,
-	})
-	if err != nil {
-		return fmt.Errorf("set up the controller manager: %w", err)
-	}
-
 	eng, err := engine.New(engine.Options{
 		PolicyDir:  o.policyDir,
 		ConfigFile: o.configFile,
@@ -275,27 +264,72 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	instance := o.instance
+	if instance == "" {
+		instance = fenceagent.DefaultInstance()
+	}
+	authority := fencev1.NewFenceServiceClient(conn)
 	agentOpts := fenceagent.Options{
-		Client:          fencev1.NewFenceServiceClient(conn),
+		Client:          authority,
 		Writer:          eng,
 		Domain:          o.domain,
 		ClusterName:     o.clusterName,
-		Instance:        o.instance,
+		Instance:        instance,
 		Epoch:           o.epoch,
 		DeclareInterval: o.declareInterval,
 		DeclareTimeout:  o.declareTimeout,
 		LeaseMargin:     o.leaseMargin,
 		Logger:          logger.WithName("fence"),
-		Registerer:      ctrlmetrics.Registry,
+	}
+	// Reads before the manager starts go straight to the API server.
+	api, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("client of the API server: %w", err)
 	}
 	// Without --cluster-uid this reads kube-system: the one call to the
 	// API server before the agent's settings are checked.
-	if agentOpts.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, mgr.GetAPIReader(), o.clusterUID); err != nil {
+	if agentOpts.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, api, o.clusterUID); err != nil {
 		return err
 	}
+	// New checks every setting of the agent. This first agent, whose
+	// metrics are registered nowhere, checks them before the API server is
+	// asked for the Fence; the agent that runs starts at the Fence's
+	// spec.epoch when that is above --epoch, so that its first declaration
+	// is not refused as a restored cluster's.
+	if _, err := fenceagent.New(agentOpts); err != nil {
+		return err
+	}
+	fence, err := fenceobject.Ensure(ctx, api, api, o.domain)
+	if err != nil {
+		return err
+	}
+	agentOpts.Epoch = fenceobject.TargetEpoch(o.epoch, fence)
+	agentOpts.Registerer = ctrlmetrics.Registry
 	agent, err := fenceagent.New(agentOpts)
 	if err != nil {
 		return err
+	}
+	// The controller and the Fence object each follow the agent's changes.
+	changes := notify.NewFanout(agent.Changes())
+
+	leaderElectionNamespace := o.leaderElectionNamespace
+	if leaderElectionNamespace == "" {
+		leaderElectionNamespace = o.namespace
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cache.Options{ByObject: fenceobject.CacheOptions(o.domain, o.namespace)},
+		Logger:                        logger,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
+		HealthProbeBindAddress:        o.healthAddress,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.shutdownTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("set up the controller manager: %w", err)
 	}
 
 	certsReady, err := o.addWebhookCerts(mgr, logger)
@@ -319,6 +353,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	for _, r := range []everyReplica{
 		eng.Start,
 		agent.Start,
+		changes.Start,
 		func(ctx context.Context) error {
 			select {
 			case <-certsReady:
@@ -332,12 +367,39 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 			return fmt.Errorf("add to the manager: %w", err)
 		}
 	}
-	if _, err := controller.SetupWithManager(mgr, controller.Options{
+	reconciler, err := controller.SetupWithManager(mgr, controller.Options{
 		Policy:       eng,
-		FenceChanges: agent.Changes(),
+		FenceChanges: changes.Subscribe(),
 		Registerer:   ctrlmetrics.Registry,
-	}); err != nil {
+	})
+	if err != nil {
 		return err
+	}
+	keeper, err := fenceobject.New(fenceobject.Options{
+		Client:        mgr.GetClient(),
+		Cache:         mgr.GetCache(),
+		Domain:        o.domain,
+		Namespace:     o.namespace,
+		Instance:      instance,
+		FloorEpoch:    o.epoch,
+		Fence:         eng.Fence,
+		Changes:       changes,
+		Agent:         agent,
+		Authority:     authority,
+		Policy:        eng,
+		Marks:         reconciler.Marks(),
+		LeaseDuration: o.instanceLease,
+		Logger:        logger.WithName("fence-object"),
+		Registerer:    ctrlmetrics.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	// Every replica reports what it applies; the leader writes the rest.
+	for _, r := range []manager.Runnable{keeper.Instance(), keeper.Status()} {
+		if err := mgr.Add(r); err != nil {
+			return fmt.Errorf("add to the manager: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
@@ -349,7 +411,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		return fmt.Errorf("add readiness check: %w", err)
 	}
 
-	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", agentOpts.ClusterUID, "epoch", o.epoch,
+	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", agentOpts.ClusterUID, "epoch", agentOpts.Epoch, "floorEpoch", o.epoch, "instance", instance,
 		"domain", o.domain, "authority", o.authority.address, "webhook", o.webhookAddress, "policies", eng.PolicyStatus().Source)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("fencegate run: %w", err)

@@ -12,11 +12,11 @@ import (
 func TestRunFlagErrors(t *testing.T) {
 	// valid are the flags of a cluster that can start; each case breaks them.
 	valid := []string{"--cluster-name", "east", "--epoch", "1", "--authority", "127.0.0.1:7443",
-		"--webhook-certs", "external", "--kubeconfig", "/nonexistent/kubeconfig"}
+		"--webhook-certs", "external", "--kubeconfig", "/nonexistent/kubeconfig", "--namespace", "fencegate-system"}
 	// reachable gets as far as the fence agent's settings, which are
 	// checked before any call to the API server when the cluster UID is
 	// given: its kubeconfig names a server that nothing needs to reach.
-	reachable := []string{"--authority", "127.0.0.1:7443", "--webhook-certs", "external",
+	reachable := []string{"--authority", "127.0.0.1:7443", "--webhook-certs", "external", "--namespace", "fencegate-system",
 		"--kubeconfig", unreachableKubeconfig(t), "--cluster-uid", "uid-east", "--metrics-address", "0", "--health-address", "127.0.0.1:0"}
 	tests := map[string]struct {
 		args    []string
@@ -26,7 +26,7 @@ func TestRunFlagErrors(t *testing.T) {
 		"nothing given names every required flag": {
 			args: []string{},
 			wantErr: []string{
-				"--namespace (FENCEGATE_NAMESPACE): required with --webhook-certs=self-signed",
+				"--namespace (FENCEGATE_NAMESPACE): required: each fencegate process keeps a Lease there",
 				"--webhook-service-name (FENCEGATE_WEBHOOK_SERVICE_NAME)",
 				"--validating-webhook-configuration (FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION)",
 			},
@@ -61,10 +61,6 @@ func TestRunFlagErrors(t *testing.T) {
 		"half a client certificate": {
 			args:    append(valid, "--authority-cert", "tls.crt"),
 			wantErr: []string{"a client certificate needs both a certificate file and a key file"},
-		},
-		"leader election outside a cluster without a namespace": {
-			args:    append(valid, "--leader-elect"),
-			wantErr: []string{"--leader-election-namespace (FENCEGATE_LEADER_ELECTION_NAMESPACE): required with --leader-elect outside a cluster"},
 		},
 		"valid flags get as far as the kubeconfig": {
 			args:    valid,

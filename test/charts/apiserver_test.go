@@ -20,19 +20,26 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/authority/authoritytest"
 	"github.com/fencegate/fencegate/internal/testcerts"
 	"github.com/fencegate/fencegate/internal/webhookcerts"
 	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/proc"
+	"github.com/fencegate/fencegate/test/stack"
 )
 
 // TestChartsOnAnAPIServer runs the charts against a real kube-apiserver.
@@ -67,11 +74,133 @@ func TestChartsOnAnAPIServer(t *testing.T) {
 	kubectl(t, cp, nil, "apply", "-f", filepath.Join(h.chartDir(fencegateChart), "crds"))
 	kubectl(t, cp, nil, "wait", "--for=condition=Established", "--timeout=30s",
 		"crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/components.components.fencegate.dev",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com", "crd/fences.components.fencegate.dev")
 
 	t.Run("server-side dry run of every values file", func(t *testing.T) { testDryRun(t, h, cp) })
 	t.Run("the helm test script", func(t *testing.T) { testHelmTestScript(t, h, cp) })
 	t.Run("install and upgrade keep the injected certificates", func(t *testing.T) { testInstallUpgrade(t, h, cp) })
+	t.Run("fencegate run keeps its Fence with the chart's RBAC", func(t *testing.T) { testRunWithTheChartsRBAC(t, cp) })
+	t.Run("the failover ClusterRole lets a group patch this Fence only", func(t *testing.T) { testFailoverRole(t, cp) })
+}
+
+// testRunWithTheChartsRBAC runs a real `fencegate run`, configured as the
+// installed Deployment is, as the chart's service account (impersonated)
+// and against a real authority: the chart's RBAC must be all it needs to
+// create its Fence, keep its Lease and write the Fence's status.
+func testRunWithTheChartsRBAC(t *testing.T, cp *cluster.ControlPlane) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	bin, err := stack.Build(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := authoritytest.Start(t, authoritytest.Options{Quiet: true})
+	deploy := &appsv1.Deployment{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fullname}, deploy); err != nil {
+		t.Fatal(err)
+	}
+	container := deploy.Spec.Template.Spec.Containers[0]
+
+	kubeconfig, err := clientcmd.LoadFromFile(cp.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range kubeconfig.AuthInfos {
+		user.Impersonate = selfUser
+		user.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	}
+	asChart := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfig, asChart); err != nil {
+		t.Fatal(err)
+	}
+	_, pair, err := testcerts.Loopback("webhook CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs := filepath.Join(dir, "webhook-certs")
+	if err := os.Mkdir(certs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pair.WriteFiles(certs, "tls"); err != nil {
+		t.Fatal(err)
+	}
+	health, err := proc.FreeAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := proc.Start(bin, dir, "fencegate-run",
+		"run", "--kubeconfig", asChart, "--cluster-name", "east", "--epoch", "1", "--authority", auth.Addr,
+		"--namespace", namespace, "--leader-elect", "--leader-election-id", env(container, "FENCEGATE_LEADER_ELECTION_ID"),
+		"--webhook-certs", "external", "--webhook-cert-dir", certs, "--webhook-address", "127.0.0.1:0",
+		"--metrics-address", "0", "--health-address", health, "--log-format", "console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := run.Stop(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+		logs, err := os.ReadFile(run.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(logs)) {
+			if strings.Contains(strings.ToLower(line), "forbidden") {
+				t.Errorf("fencegate run was refused an API call: %s", line)
+			}
+		}
+		if t.Failed() {
+			t.Logf("fencegate run's log:\n%s", logs)
+		}
+	}()
+	if err := run.WaitHealthy(ctx, http.DefaultClient, "http://"+health+"/readyz"); err != nil {
+		t.Fatal(err)
+	}
+	var f fencegatev1alpha1.Fence
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, &f); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return meta.IsStatusConditionTrue(f.Status.Conditions, fencegatev1alpha1.ConditionHolding) &&
+			meta.IsStatusConditionTrue(f.Status.Conditions, fencegatev1alpha1.ConditionEnforced) && len(f.Status.Instances) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the Fence never said Holding and Enforced with one instance: %v\n%+v", err, f.Status)
+	}
+	var leases coordinationv1.LeaseList
+	if err := cp.Client.List(ctx, &leases, client.InNamespace(namespace), client.MatchingLabels{"fencegate.dev/fence-domain": "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Items) != 1 || ptr.Deref(leases.Items[0].Spec.HolderIdentity, "") != f.Status.Instances[0].Name {
+		t.Errorf("instance Leases %v, want the one of instance %s", leases.Items, f.Status.Instances[0].Name)
+	}
+}
+
+// testFailoverRole binds a group to the installed failover ClusterRole and
+// asks the API server what its members may do.
+func testFailoverRole(t *testing.T, cp *cluster.ControlPlane) {
+	kubectl(t, cp, nil, "create", "clusterrolebinding", "oncall-failover", "--clusterrole", fullname+"-failover", "--group", "oncall")
+	for _, tc := range []struct {
+		verb, resource string
+		want           string
+	}{
+		{"patch", "fences/default", "yes"},
+		{"get", "fences/default", "yes"},
+		{"watch", "fences/default", "yes"},
+		{"patch", "fences/other", "no"},
+		{"delete", "fences/default", "no"},
+		{"patch", "fences.components.fencegate.dev/default --subresource=status", "no"},
+		{"patch", "components", "no"},
+	} {
+		args := append([]string{"auth", "can-i", tc.verb}, strings.Fields(tc.resource)...)
+		res, err := cp.Kubectl(t.Context(), nil, append(args, "--as", "alice", "--as-group", "oncall")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(res.Stdout); got != tc.want {
+			t.Errorf("can a member of the failover group %s %s? %q, want %q %s", tc.verb, tc.resource, got, tc.want, res.Stderr)
+		}
+	}
 }
 
 func kubectl(t *testing.T, cp *cluster.ControlPlane, stdin []byte, args ...string) string {
@@ -306,6 +435,9 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		"helm test " + release,
 		"--reuse-values --set epoch=8",
 		"kubectl -n " + namespace + " edit configmap " + fullname + "-policies",
+		"kubectl get fence default",
+		"fencegate failover --to <this context> --from <the active's context> --wait",
+		"ClusterRole\n   " + fullname + "-failover",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install NOTES lack %q:\n%s", want, out)

@@ -328,8 +328,10 @@ func TestFencegateChart(t *testing.T) {
 				}
 				var role rbacv1.Role
 				r.get(t, "Role", fullname, &role)
-				if len(rulesFor(role.Rules, "leases")) != 0 {
-					t.Error("without leader election no Lease may be granted")
+				for _, rule := range rulesFor(role.Rules, "leases") {
+					if slices.Contains(rule.ResourceNames, leaderID) {
+						t.Error("without leader election the leader's Lease may not be granted")
+					}
 				}
 				w := r.vwc.Webhooks[0]
 				if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.TimeoutSeconds != 3 {
@@ -465,6 +467,26 @@ func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 		}
 	}
 
+	// The Fence: only the release's own, but for create, which RBAC cannot
+	// name; and the failover's ClusterRole may patch that one only.
+	domain := env(r.container, "FENCEGATE_DOMAIN")
+	for _, res := range []string{"fences", "fences/status"} {
+		rules := rulesFor(r.clusterRole.Rules, res)
+		if len(rules) == 0 {
+			t.Errorf("no rule grants %s: fencegate run creates, watches and writes the status of its Fence", res)
+		}
+		for _, rule := range rules {
+			if !reflect.DeepEqual(rule.Verbs, []string{"create"}) && !reflect.DeepEqual(rule.ResourceNames, []string{domain}) {
+				t.Errorf("%s: only the Fence %q, got %v", res, domain, rule)
+			}
+		}
+	}
+	var failover rbacv1.ClusterRole
+	r.get(t, "ClusterRole", fullname+"-failover", &failover)
+	if want := []rbacv1.PolicyRule{{APIGroups: []string{"components.fencegate.dev"}, Resources: []string{"fences"}, ResourceNames: []string{domain}, Verbs: []string{"get", "list", "watch", "patch"}}}; !reflect.DeepEqual(failover.Rules, want) {
+		t.Errorf("the failover ClusterRole grants %v, want %v", failover.Rules, want)
+	}
+
 	// The controller may always write status.
 	if users, _ := r.config["controller_users"].([]any); !slices.Contains(users, any(selfUser)) {
 		t.Errorf("controller_users %v lack the chart's own service account %s", users, selfUser)
@@ -518,6 +540,23 @@ func keys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestFailoverBinding: the failover ClusterRole is bound to the groups
+// failover.groups lists, and to nobody by default.
+func TestFailoverBinding(t *testing.T) {
+	h := newHelm(t)
+	values := []string{filepath.Join(h.chartDir(fencegateChart), "ci", "defaults-values.yaml")}
+	if r := renderFencegate(t, h, values); r.has("ClusterRoleBinding", fullname+"-failover") {
+		t.Error("the failover ClusterRole is bound by default; bind it only to the groups failover.groups lists")
+	}
+	r := renderFencegate(t, h, values, "--set", "failover.groups={sre,platform-oncall}")
+	var binding rbacv1.ClusterRoleBinding
+	r.get(t, "ClusterRoleBinding", fullname+"-failover", &binding)
+	want := []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "sre"}, {Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "platform-oncall"}}
+	if binding.RoleRef.Name != fullname+"-failover" || !reflect.DeepEqual(binding.Subjects, want) {
+		t.Errorf("failover binding: role %s, subjects %v; want %s-failover, %v", binding.RoleRef.Name, binding.Subjects, fullname, want)
+	}
 }
 
 // TestEpochRollsThePodsPolicyEditsDoNot: raising the epoch must roll the
@@ -576,6 +615,7 @@ func TestFencegateValuesAreChecked(t *testing.T) {
 			args: append(slices.Clone(valid), "--set", "authority.tls.certManager.enabled=true"), want: "needs authority.tls.certManager.issuerRef.name",
 		},
 		"client certificate, no Secret": {args: append(slices.Clone(valid), "--set", "authority.tls.clientCertificate=true"), want: "needs authority.tls.secretName"},
+		"failover groups not a list":    {args: append(slices.Clone(valid), "--set", "failover.groups=sre"), want: "at '/failover/groups'"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

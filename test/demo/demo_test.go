@@ -14,7 +14,7 @@ import (
 // Each step checks its own outcome; this test also checks that every step
 // ran and reported what it proved.
 func TestWalkthrough(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	bin, err := stack.Build(ctx, t.TempDir())
 	if err != nil {
@@ -26,15 +26,29 @@ func TestWalkthrough(t *testing.T) {
 		t.Fatalf("walkthrough: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
-		"Step 1 · east declares epoch 1",
+		"Step 1 · east declares epoch 1 to the authority, over mTLS as spiffe://fencegate.demo/cluster/east",
 		"✓ the authority granted the fence to east",
+		"NAME      STATE    EPOCH   HOLDER   TOKEN   COMPONENTS   HOLDING   ENFORCED",
+		"✓ kubectl shows the fence on each cluster",
 		"✓ the mutating webhook stamped fencegate.dev/epoch=1",
 		`denied the request: fencegate: cluster "west" (epoch 1) does not hold the ownership fence`,
 		"✓ a dry run gets exactly the real decision",
-		"✓ west took the fence",
+		`PermissionDenied: identity "spiffe://fencegate.demo/cluster/west" may act only as cluster west; this call declares east`,
+		`fencegate_authority_permission_denied_total{method="DeclareClusterEpoch"} 1`,
+		"call refused",
+		`"identity": "spiffe://fencegate.demo/cluster/west"`,
+		"✓ an identity acts only as the cluster it is bound to",
+		"✓ the history holds the real changes",
+		"$ fencegate failover --kubeconfig kubeconfig --to west --from east --wait",
+		"old holder stopped admitting",
+		"failover complete in",
+		"✓ west holds the fence at epoch 2",
+		"no process restarted",
+		"✓ west is Holding and Enforced; east is fenced (ClusterFenced) and Enforced",
 		"✓ east stopped admitting before west was granted",
 		"✓ only the cluster holding the fence can change Components, and its controller marks them FenceHeld",
-		"✓ the operator's view agrees: west holds the fence at epoch 2",
+		"✓ east holds the fence again at epoch 3",
+		"✓ the operator's view agrees: east holds the fence at epoch 3",
 		"Every step behaved as fencegate promises.",
 	} {
 		if !strings.Contains(out.String(), want) {

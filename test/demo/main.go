@@ -1,8 +1,10 @@
-// Command demo is what `make run` runs: a fence authority with embedded etcd
-// and two real control planes, "east" and "west", each served by
-// `fencegate run`, then a failover walked through step by step. Every step
-// checks its outcome. The stack stays up for trying things by hand until
-// Ctrl-C, or exits after the walkthrough with --exit (FENCEGATE_DEMO_EXIT=1).
+// Command demo is what `make run` runs: a fence authority with embedded etcd,
+// served with mTLS and an authorization file, and two real control planes,
+// "east" and "west", each served by `fencegate run` with a client
+// certificate of its own identity; then a failover and a failback by
+// `fencegate failover`, walked through step by step. Every step checks its
+// outcome. The stack stays up for trying things by hand until Ctrl-C, or
+// exits after the walkthrough with --exit (FENCEGATE_DEMO_EXIT=1).
 package main
 
 import (
@@ -54,11 +56,12 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 	say := func(format string, args ...any) { fmt.Fprintf(out, "  "+format+"\n", args...) }
 
 	fmt.Fprintln(out, "fencegate: two clusters, one ownership fence")
-	fmt.Fprintln(out, "Setting up: a fence authority and two real Kubernetes control planes on this machine.")
+	fmt.Fprintln(out, "Setting up: a fence authority (mTLS, an authorization file) and two real Kubernetes control planes on this machine.")
 	s, err := stack.Start(ctx, stack.Options{
 		Binary:   bin,
 		Dir:      dir,
 		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
+		MTLS:     true,
 		Say:      say,
 	})
 	defer func() {
@@ -92,17 +95,20 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 }
 
 func printTryByHand(out io.Writer, s *stack.Stack) {
-	east, west := s.Cluster("east"), s.Cluster("west")
 	fmt.Fprintf(out, `
 The stack stays up. Try it by hand (Ctrl-C stops everything):
 
-  export PATH=%[6]s:$PATH    # the kubectl the tests use
-  kubectl --kubeconfig %[1]s get components -A        # east: fenced now
-  kubectl --kubeconfig %[2]s get components -A        # west: holds the fence
-  kubectl --kubeconfig %[1]s apply --dry-run=server -f - <<<'{"apiVersion":"components.fencegate.dev/v1alpha1","kind":"Component","metadata":{"name":"x","namespace":"default"}}'
-  %[3]s fence status --authority %[4]s
-  %[3]s fence watch  --authority %[4]s
+  cd %[1]s
+  export PATH=%[2]s:$PATH KUBECONFIG=$PWD/kubeconfig    # the kubectl the tests use; contexts east and west
+  kubectl --context east get fences -o wide        # east holds the fence
+  kubectl --context west get fences -o wide        # west is fenced
+  kubectl --context west get components -A
+  %[3]s failover --to west --from east --wait
+  %[3]s fence status  --authority %[4]s --authority-ca pki/ca.crt --authority-cert pki/operator.crt --authority-key pki/operator.key
+  %[3]s fence history --authority %[4]s --authority-ca pki/ca.crt --authority-cert pki/operator.crt --authority-key pki/operator.key
 
-Logs of every process are in %[5]s.
-`, east.ControlPlane.Kubeconfig, west.ControlPlane.Kubeconfig, s.Binary, s.AuthorityAddr, s.Dir, east.ControlPlane.Assets)
+pki/ holds the CA, the authority's certificate, each cluster's client
+certificate (%[5]s, …), the operator's (%[6]s)
+and the authorization file. Logs of every process are in %[1]s.
+`, s.Dir, s.Cluster("east").ControlPlane.Assets, s.Binary, s.AuthorityAddr, stack.ClusterIdentity("east"), stack.OperatorIdentity)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -13,9 +14,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
@@ -43,6 +47,10 @@ controller_users:
 type ClusterSpec struct {
 	Name  string
 	Epoch uint64
+	// Replicas is how many `fencegate run` processes serve the cluster,
+	// as the chart's replicas; 0 means 1. The API server calls the first
+	// one's webhook; the others serve theirs on ports of their own.
+	Replicas int
 }
 
 // Options configure a stack.
@@ -61,6 +69,14 @@ type Options struct {
 	// runs elsewhere (in a cluster of the node test): the stack starts none
 	// and its clusters declare there.
 	Authority string
+	// MTLS serves the authority with TLS, client certificates and an
+	// authorization file (see PKI): each cluster declares with a client
+	// certificate of its own identity, and the stack's client is the
+	// operator.
+	MTLS bool
+	// InstanceLease is each fencegate process's Lease
+	// (--instance-lease-duration); zero means its default (15s).
+	InstanceLease time.Duration
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
 }
@@ -75,10 +91,16 @@ type Stack struct {
 	AuthorityAddr string
 	// Authority is the authority process.
 	Authority *proc.Process
-	// Fence is a client of the authority.
+	// Fence is a client of the authority (the operator, with MTLS).
 	Fence fencev1.FenceServiceClient
+	// PKI holds the certificates and the authorization file with MTLS;
+	// nil otherwise.
+	PKI *PKI
 	// Clusters are the clusters, in the order of Options.Clusters.
 	Clusters []*Cluster
+	// Kubeconfig is an admin kubeconfig with one context per cluster,
+	// named after it, as an operator's who manages both.
+	Kubeconfig string
 
 	opts            Options
 	authorityHealth string
@@ -89,11 +111,13 @@ type Stack struct {
 type Cluster struct {
 	// Name is the cluster's name.
 	Name string
-	// Epoch is the epoch its fencegate declares.
+	// Epoch is the epoch its fencegate starts with (--epoch).
 	Epoch uint64
 	// ControlPlane is the cluster's API server.
 	ControlPlane *cluster.ControlPlane
-	// Run is the cluster's `fencegate run` process.
+	// Run is the cluster's first `fencegate run` process, the one the API
+	// server calls; Health and Metrics are its addresses. Replicas holds
+	// every process, Run's first.
 	Run *proc.Process
 	// Health is the address of its /healthz and /readyz.
 	Health string
@@ -105,8 +129,20 @@ type Cluster struct {
 	WebhookCA   []byte
 	// Metrics is the address of its /metrics.
 	Metrics string
+	// Replicas are the cluster's `fencegate run` processes.
+	Replicas []*Replica
 
 	webhooks *envtest.WebhookInstallOptions
+	// started counts the processes started, to name their logs.
+	started int
+}
+
+// Replica is one `fencegate run` process of a cluster.
+type Replica struct {
+	// Run is the process.
+	Run *proc.Process
+	// Health, Metrics and Webhook are the addresses it serves.
+	Health, Metrics, Webhook string
 }
 
 // Build compiles the fencegate binary into dir and returns its path.
@@ -135,6 +171,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return s, fmt.Errorf("write fencegate config: %w", err)
 	}
 	var err error
+	if opts.MTLS && opts.Authority == "" {
+		if s.PKI, err = newPKI(filepath.Join(s.Dir, "pki"), opts.Clusters); err != nil {
+			return s, err
+		}
+	}
 	if opts.Authority != "" {
 		s.AuthorityAddr = opts.Authority
 	} else {
@@ -148,7 +189,15 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			return s, err
 		}
 	}
-	s.conn, err = grpc.NewClient(s.AuthorityAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if s.PKI != nil {
+		cfg, err := s.PKI.TLS(s.PKI.Operator)
+		if err != nil {
+			return s, err
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	s.conn, err = grpc.NewClient(s.AuthorityAddr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return s, fmt.Errorf("connect to the authority: %w", err)
 	}
@@ -169,11 +218,49 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil {
 			return s, fmt.Errorf("create namespace %s in %s: %w", Namespace, spec.Name, err)
 		}
-		if err := s.startFencegate(ctx, c); err != nil {
-			return s, err
+		for range max(spec.Replicas, 1) {
+			if err := s.StartReplica(ctx, c); err != nil {
+				return s, err
+			}
 		}
 	}
+	if s.Kubeconfig, err = s.mergeKubeconfigs(); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// mergeKubeconfigs writes one kubeconfig with every cluster's admin
+// context.
+func (s *Stack) mergeKubeconfigs() (string, error) {
+	merged := clientcmdapi.NewConfig()
+	for _, c := range s.Clusters {
+		cfg, err := clientcmd.LoadFromFile(c.ControlPlane.Kubeconfig)
+		if err != nil {
+			return "", fmt.Errorf("kubeconfig of %s: %w", c.Name, err)
+		}
+		maps.Copy(merged.Clusters, cfg.Clusters)
+		maps.Copy(merged.AuthInfos, cfg.AuthInfos)
+		maps.Copy(merged.Contexts, cfg.Contexts)
+		if merged.CurrentContext == "" {
+			merged.CurrentContext = cfg.CurrentContext
+		}
+	}
+	path := filepath.Join(s.Dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*merged, path); err != nil {
+		return "", fmt.Errorf("write the kubeconfig of every cluster: %w", err)
+	}
+	return path, nil
+}
+
+// FenceFlags are the flags with which a `fencegate fence` command reaches
+// the authority as the operator.
+func (s *Stack) FenceFlags() []string {
+	flags := []string{"--authority", s.AuthorityAddr}
+	if s.PKI != nil {
+		flags = append(flags, s.PKI.Flags(s.PKI.Operator)...)
+	}
+	return flags
 }
 
 // configPath is the file of data.fencegate.config every fencegate reads.
@@ -204,6 +291,10 @@ func (s *Stack) StartAuthority(ctx context.Context) error {
 		"--data-dir", data,
 		"--metrics-address", s.authorityHealth,
 		"--log-format", "console"}
+	if s.PKI != nil {
+		args = append(args, "--tls-cert", s.PKI.Server.CertFile, "--tls-key", s.PKI.Server.KeyFile,
+			"--client-ca", s.PKI.CAFile, "--authorization-file", s.PKI.AuthorizationFile)
+	}
 	if s.opts.LeaseTTL > 0 {
 		args = append(args, "--lease-ttl", s.opts.LeaseTTL.String())
 	}
@@ -214,19 +305,25 @@ func (s *Stack) StartAuthority(ctx context.Context) error {
 	return s.Authority.WaitHealthy(ctx, http.DefaultClient, "http://"+s.authorityHealth+"/readyz")
 }
 
-// startFencegate runs `fencegate run` for a cluster at its epoch and waits
-// until it is ready.
-func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
+// StartReplica starts one more `fencegate run` process for a cluster, at
+// the cluster's epoch, and waits until it is ready. The first one serves
+// the webhook the API server calls.
+func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
+	r := &Replica{}
 	var err error
-	if c.Metrics, err = proc.FreeAddress(); err != nil {
+	if r.Metrics, err = proc.FreeAddress(); err != nil {
 		return err
 	}
-	if c.Health, err = proc.FreeAddress(); err != nil {
+	if r.Health, err = proc.FreeAddress(); err != nil {
 		return err
 	}
-	webhook := net.JoinHostPort(c.webhooks.LocalServingHost, strconv.Itoa(c.webhooks.LocalServingPort))
-	c.WebhookAddr, c.WebhookCA = webhook, c.webhooks.LocalServingCAData
-	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Name, c.Epoch, webhook)
+	r.Webhook = net.JoinHostPort(c.webhooks.LocalServingHost, strconv.Itoa(c.webhooks.LocalServingPort))
+	if len(c.Replicas) > 0 {
+		if r.Webhook, err = proc.FreeAddress(); err != nil {
+			return err
+		}
+	}
+	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Name, c.Epoch, r.Webhook)
 	args := []string{"run",
 		"--cluster-name", c.Name,
 		"--epoch", strconv.FormatUint(c.Epoch, 10),
@@ -235,38 +332,59 @@ func (s *Stack) startFencegate(ctx context.Context, c *Cluster) error {
 		"--namespace", Namespace,
 		"--leader-elect",
 		"--config-file", s.configPath(),
-		"--webhook-address", webhook,
+		"--webhook-address", r.Webhook,
 		"--webhook-cert-dir", c.webhooks.LocalServingCertDir,
 		"--webhook-certs", "external",
-		"--metrics-address", c.Metrics,
-		"--health-address", c.Health,
+		"--metrics-address", r.Metrics,
+		"--health-address", r.Health,
 		"--log-format", "console"}
-	if s.opts.Authority != "" {
+	switch {
+	case s.opts.Authority != "":
 		// An authority off loopback: plaintext must be asked for.
 		args = append(args, "--authority-insecure")
+	case s.PKI != nil:
+		args = append(args, s.PKI.Flags(s.PKI.Cluster(c.Name))...)
 	}
-	if c.Run, err = proc.Start(s.Binary, s.Dir, fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch), args...); err != nil {
+	if s.opts.InstanceLease > 0 {
+		args = append(args, "--instance-lease-duration", s.opts.InstanceLease.String())
+	}
+	name := fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch)
+	if c.started > 0 {
+		name = fmt.Sprintf("%s-%d-epoch%d", c.Name, c.started, c.Epoch)
+	}
+	c.started++
+	if r.Run, err = proc.Start(s.Binary, s.Dir, name, args...); err != nil {
 		return err
 	}
-	return c.Run.WaitHealthy(ctx, http.DefaultClient, "http://"+c.Health+"/readyz")
+	c.Replicas = append(c.Replicas, r)
+	if len(c.Replicas) == 1 {
+		c.Run, c.Health, c.Metrics, c.WebhookAddr, c.WebhookCA = r.Run, r.Health, r.Metrics, r.Webhook, c.webhooks.LocalServingCAData
+	}
+	return r.Run.WaitHealthy(ctx, http.DefaultClient, "http://"+r.Health+"/readyz")
 }
 
-// RolloutEpoch restarts a cluster's fencegate with a new epoch, as a rollout
-// of the Deployment with a new flag value does.
+// RolloutEpoch restarts a cluster's fencegate processes one by one with a
+// new epoch, as a rollout of the Deployment with a new flag value does.
 func (s *Stack) RolloutEpoch(ctx context.Context, c *Cluster, epoch uint64) error {
-	if err := c.Run.Stop(30 * time.Second); err != nil {
-		return err
+	old := c.Replicas
+	c.Replicas, c.Epoch = nil, epoch
+	for _, r := range old {
+		if err := r.Run.Stop(30 * time.Second); err != nil {
+			return err
+		}
+		if err := s.StartReplica(ctx, c); err != nil {
+			return err
+		}
 	}
-	c.Epoch = epoch
-	return s.startFencegate(ctx, c)
+	return nil
 }
 
 // Stop stops every process and control plane.
 func (s *Stack) Stop() error {
 	var errs []error
 	for _, c := range s.Clusters {
-		if c.Run != nil {
-			errs = append(errs, c.Run.Stop(30*time.Second))
+		for _, r := range c.Replicas {
+			errs = append(errs, r.Run.Stop(30*time.Second))
 		}
 		errs = append(errs, c.ControlPlane.Stop())
 	}

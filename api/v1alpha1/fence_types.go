@@ -1,0 +1,190 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types that fencegate sets on a Fence.
+const (
+	// ConditionHolding is True while this cluster holds the fence.
+	ConditionHolding = "Holding"
+	// ConditionEnforced is True once every fencegate replica of this
+	// cluster applies the current fence state and the controller has
+	// re-marked every Component for it.
+	ConditionEnforced = "Enforced"
+)
+
+// Reasons of a Fence's conditions that a Component's SourceConflict does not
+// use; the others (FenceHeld, ClusterFenced, FenceAcquiring, FenceUnknown)
+// are shared.
+const (
+	// ReasonEpochRegressed: this cluster declared a lower epoch than it once
+	// did (a restored or misconfigured cluster).
+	ReasonEpochRegressed = "EpochRegressed"
+	// ReasonPermissionDenied: the authority does not let this cluster's
+	// identity declare as this cluster.
+	ReasonPermissionDenied = "PermissionDenied"
+)
+
+// FenceSpec is what an operator asks of this cluster's fence.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.epoch) || (has(self.epoch) && self.epoch >= oldSelf.epoch)",message="spec.epoch may only rise: the authority refuses a cluster that declares less than it once did (epoch_regressed). To fail over to this cluster, raise it above the holder's epoch; to fail back, raise the other cluster's"
+type FenceSpec struct {
+	// Epoch is the epoch this cluster declares when it is above the epoch
+	// fencegate is started with (--epoch, the chart's epoch value), which
+	// stays the floor. Raising it above the holder's epoch fails over to
+	// this cluster at once, without a restart. It may only rise.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Epoch *int64 `json:"epoch,omitempty"`
+}
+
+// FenceCluster names a cluster in the fence and an epoch it declared.
+type FenceCluster struct {
+	// Name is the cluster's name.
+	Name string `json:"name"`
+	// UID is the UID of the cluster's kube-system Namespace.
+	// +optional
+	UID string `json:"uid,omitempty"`
+	// Epoch is the epoch the cluster declared.
+	// +optional
+	Epoch int64 `json:"epoch,omitempty"`
+}
+
+// FenceComponents counts the Components of this cluster as the controller
+// last marked them.
+type FenceComponents struct {
+	// Held is how many Components are held (SourceConflict=True).
+	Held int32 `json:"held"`
+	// Total is how many Components the controller marked.
+	Total int32 `json:"total"`
+	// Summary is "held/total held", for the COMPONENTS column.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+}
+
+// FenceInstance is what one fencegate replica (an instance of this cluster)
+// applies: each replica writes its own entry, under a field manager of its
+// own, when what it applies changes.
+type FenceInstance struct {
+	// Name is the instance's name (the pod name).
+	Name string `json:"name"`
+	// State is the fence status this instance's admission webhook answers
+	// from.
+	State string `json:"state"`
+	// Epoch is the epoch this instance declares.
+	// +optional
+	Epoch int64 `json:"epoch,omitempty"`
+	// Holder names the holder this instance knows of, as "name@epoch".
+	// +optional
+	Holder string `json:"holder,omitempty"`
+	// Token is the fencing token this instance stamps while it holds the
+	// fence.
+	// +optional
+	Token int64 `json:"token,omitempty"`
+	// Since is when this instance started to apply State.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// ClusterFenceStatus is the fence as this cluster sees and enforces it.
+type ClusterFenceStatus struct {
+	// Conditions: Holding and Enforced.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the metadata.generation whose spec.epoch this
+	// cluster declares (or exceeds).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// State is this cluster's fence status: active, fenced,
+	// epoch_regressed, acquiring, unknown or unsupported.
+	// +optional
+	State string `json:"state,omitempty"`
+	// FenceReason is the machine-readable reason behind State: the
+	// authority's refusal (CLUSTER_FENCED, PERMISSION_DENIED, …) or the
+	// agent's own (AUTHORITY_UNREACHABLE, LEASE_EXPIRED, …).
+	// +optional
+	FenceReason string `json:"fenceReason,omitempty"`
+	// Cluster is this cluster: its name and UID in the fence, and the epoch
+	// it declares.
+	// +optional
+	Cluster *FenceCluster `json:"cluster,omitempty"`
+	// Epoch is the epoch this cluster declares.
+	// +optional
+	Epoch int64 `json:"epoch,omitempty"`
+	// Holder is the cluster that holds the fence, as this cluster last
+	// heard from the authority.
+	// +optional
+	Holder *FenceCluster `json:"holder,omitempty"`
+	// Token is the holder's fencing token while this cluster holds the
+	// fence; it grows each time the fence changes hands.
+	// +optional
+	Token int64 `json:"token,omitempty"`
+	// Pending is a takeover by a higher epoch that waits for the holder to
+	// release the fence or for its leases to end.
+	// +optional
+	Pending *FenceCluster `json:"pending,omitempty"`
+	// LeaseExpiresAt is, while a takeover is pending, when the last lease
+	// of the holder that has not been released ends: the takeover is
+	// granted then at the latest. Heartbeats renew leases without writing
+	// this object, so it is not shown otherwise.
+	// +optional
+	LeaseExpiresAt *metav1.Time `json:"leaseExpiresAt,omitempty"`
+	// Since is when this cluster entered State.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// LastDeclaration is when the declaration was sent whose answer changed
+	// this status last. Heartbeats that change nothing do not write it;
+	// fencegate_fence_last_answer_timestamp_seconds tells the latest one.
+	// +optional
+	LastDeclaration *metav1.Time `json:"lastDeclaration,omitempty"`
+	// Components counts this cluster's Components as the controller marked
+	// them.
+	// +optional
+	Components *FenceComponents `json:"components,omitempty"`
+
+	// Instances lists what each running fencegate replica applies, one
+	// entry per replica, each written by that replica.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Instances []FenceInstance `json:"instances,omitempty"`
+}
+
+// Fence is this cluster's view of one fence domain, named after the domain:
+// fencegate writes the status; raising spec.epoch fails over to this
+// cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.epoch`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder.name`
+// +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.token`
+// +kubebuilder:printcolumn:name="Components",type=string,JSONPath=`.status.components.summary`
+// +kubebuilder:printcolumn:name="Holding",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Holding")].status`
+// +kubebuilder:printcolumn:name="Enforced",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Enforced")].status`
+// +kubebuilder:printcolumn:name="Holder Epoch",type=integer,priority=1,JSONPath=`.status.holder.epoch`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Fence struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:default={}
+	Spec   FenceSpec          `json:"spec,omitempty"`
+	Status ClusterFenceStatus `json:"status,omitempty"`
+}
+
+// FenceList is a list of Fences.
+//
+// +kubebuilder:object:root=true
+type FenceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Fence `json:"items"`
+}

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// MarkKey is the part of a fence state that a Component's marks depend on:
+// two states with the same key mark every Component the same way.
+type MarkKey struct {
+	Status      fencestate.Status
+	Epoch       uint64
+	Holder      string
+	HolderEpoch uint64
+	Token       uint64
+}
+
+// KeyOf is the MarkKey of a fence state.
+func KeyOf(s fencestate.State) MarkKey {
+	return MarkKey{Status: s.Status, Epoch: s.Cluster.Epoch, Holder: s.Holder.Name, HolderEpoch: s.Holder.Epoch, Token: s.Token}
+}
+
+// String shows the key as the Fence status and the logs name a state.
+func (k MarkKey) String() string {
+	return fmt.Sprintf("%s (epoch %d, holder %s@%d, token %d)", k.Status, k.Epoch, k.Holder, k.HolderEpoch, k.Token)
+}
+
+// MarkProgress is how far the controller got in marking the Components for
+// the latest fence state it was told of.
+type MarkProgress struct {
+	// Started is false until the controller began marking for some state
+	// (it runs on the leader only).
+	Started bool
+	// Key is the state the Components are being marked for.
+	Key MarkKey
+	// Pending is how many of the Components that existed when the state
+	// began are not marked for it yet; 0 means every one is.
+	Pending int
+	// Held and Total count the Components by their last marks.
+	Held, Total int
+}
+
+// Marks tracks, for the latest fence state, which Components the controller
+// has still to re-mark, and how many Components are held. The controller
+// begins a generation on every fence transition with the Components it
+// enqueues; a reconcile counts for the generation it started in and only
+// when it decided with that generation's state, so that a reconcile that
+// ran across a transition never passes for a re-mark of the new state.
+type Marks struct {
+	mu      sync.Mutex
+	started bool
+	gen     uint64
+	key     MarkKey
+	pending map[types.NamespacedName]struct{}
+	// held holds every Component the controller marked, and whether it is
+	// held.
+	held    map[types.NamespacedName]bool
+	changes chan struct{}
+}
+
+// NewMarks returns an empty tracker.
+func NewMarks() *Marks {
+	return &Marks{
+		pending: map[types.NamespacedName]struct{}{},
+		held:    map[types.NamespacedName]bool{},
+		changes: make(chan struct{}, 1),
+	}
+}
+
+// Changes signals (coalescing, never blocking) every change of Progress.
+func (m *Marks) Changes() <-chan struct{} { return m.changes }
+
+// Progress returns where the marking stands.
+func (m *Marks) Progress() MarkProgress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.progress()
+}
+
+func (m *Marks) progress() MarkProgress {
+	p := MarkProgress{Started: m.started, Key: m.key, Pending: len(m.pending), Total: len(m.held)}
+	for _, held := range m.held {
+		if held {
+			p.Held++
+		}
+	}
+	return p
+}
+
+// begin starts a generation for the state key: every one of names must be
+// marked for it.
+func (m *Marks) begin(key MarkKey, names []types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.started, m.key = true, key
+	m.gen++
+	m.pending = make(map[types.NamespacedName]struct{}, len(names))
+	for _, n := range names {
+		m.pending[n] = struct{}{}
+	}
+	m.signal()
+}
+
+// generation is the generation a reconcile starts in.
+func (m *Marks) generation() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen
+}
+
+// marked records that a reconcile that started in generation gen marked a
+// Component, held or not, and returns the held count. The fence state was
+// before when the reconcile began to decide and after once it had decided:
+// it counts as a mark for the generation's state only when both are that
+// state, since the decision then read that state and no other.
+func (m *Marks) marked(name types.NamespacedName, gen uint64, before, after MarkKey, held bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	was := m.progress()
+	m.held[name] = held
+	if gen == m.gen && before == m.key && after == m.key {
+		delete(m.pending, name)
+	}
+	now := m.progress()
+	if now != was {
+		m.signal()
+	}
+	return now.Held
+}
+
+// gone records that a Component no longer needs marks (deleted, or being
+// deleted), and returns the held count.
+func (m *Marks) gone(name types.NamespacedName) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := m.progress()
+	delete(m.held, name)
+	delete(m.pending, name)
+	after := m.progress()
+	if after != before {
+		m.signal()
+	}
+	return after.Held
+}
+
+func (m *Marks) signal() {
+	select {
+	case m.changes <- struct{}{}:
+	default:
+	}
+}

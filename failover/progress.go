@@ -1,0 +1,215 @@
+package failover
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// Step is one thing a failover goes through, in the order the timeline
+// lists them.
+type Step int
+
+// The steps of a failover.
+const (
+	// StepDeclared: the target declares the new epoch.
+	StepDeclared Step = iota
+	// StepHolderTold: the old holder was told it is fenced.
+	StepHolderTold
+	// StepHolderStopped: every replica of the old holder stopped admitting.
+	StepHolderStopped
+	// StepGranted: the target holds the fence.
+	StepGranted
+	// StepHolderMarked: the old holder's Components are re-marked and it
+	// enforces being fenced.
+	StepHolderMarked
+	// StepTargetMarked: the target's Components are re-marked and it
+	// enforces holding the fence.
+	StepTargetMarked
+)
+
+// names of the steps, as the timeline prints them.
+var stepNames = [...]string{
+	StepDeclared:      "epoch declared",
+	StepHolderTold:    "old holder told",
+	StepHolderStopped: "old holder stopped admitting",
+	StepGranted:       "fence granted",
+	StepHolderMarked:  "Components re-marked",
+	StepTargetMarked:  "Components re-marked",
+}
+
+func (s Step) String() string { return stepNames[s] }
+
+// Refused is the end of a failover that cannot succeed as it is: what the
+// target's Fence says and why.
+type Refused struct {
+	// Why is the refusal in a few words: the target is regressed, the
+	// authority is unreachable, permission is denied, …
+	Why string
+	// Message is what the target's Fence says.
+	Message string
+}
+
+func (r *Refused) Error() string { return r.Why + ": " + r.Message }
+
+// Progress follows a failover of the fence to one cluster, from one
+// observation of the Fences to the next. It is a pure value: Observe tells
+// which steps the objects show for the first time and whether the failover
+// is done or refused.
+type Progress struct {
+	// Epoch is the epoch the target was asked to declare; Generation is
+	// the target Fence's generation that asks it.
+	Epoch      uint64
+	Generation int64
+	// WithHolder is false when the old holder's Fence is not followed (no
+	// --from, or it is unreachable).
+	WithHolder bool
+
+	seen [StepTargetMarked + 1]bool
+}
+
+// Observation is what Observe makes of the Fences.
+type Observation struct {
+	// Steps are the steps seen for the first time, each with what shows
+	// it.
+	Steps []Seen
+	// Done is set once the target holds the fence and enforces it, and
+	// the old holder (when followed) is fenced by the target and enforces
+	// it.
+	Done bool
+	// Refused is set when the target's answer to the new epoch is a
+	// refusal.
+	Refused *Refused
+}
+
+// Seen is a step and what shows it.
+type Seen struct {
+	Step   Step
+	Detail string
+}
+
+// Observe takes the latest Fences of the target and of the old holder (nil
+// when not followed).
+func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation {
+	var o Observation
+	see := func(s Step, format string, args ...any) {
+		if !p.seen[s] {
+			p.seen[s] = true
+			o.Steps = append(o.Steps, Seen{s, fmt.Sprintf(format, args...)})
+		}
+	}
+	name := clusterName(target)
+	st := target.Status
+	declared := st.Epoch >= int64(p.Epoch) //nolint:gosec // epochs are far below 2^63
+	if declared {
+		see(StepDeclared, "%s declares epoch %d (%s)", name, st.Epoch, st.State)
+	}
+	if p.WithHolder && holder != nil {
+		h := holder.Status
+		hname := clusterName(holder)
+		// The old holder's steps follow one another on its own Fence,
+		// which its fencegate writes as it goes; the target's Fence may
+		// show the grant before or after it.
+		if h.State != "" && h.State != string(fencestate.Active) {
+			see(StepHolderTold, "%s: %s, %s", hname, h.State, condition(holder, fencegatev1alpha1.ConditionHolding).Reason)
+		}
+		if p.seen[StepHolderTold] && len(h.Instances) > 0 && noneActive(h.Instances) {
+			see(StepHolderStopped, "every replica of %s (%d) applies %s", hname, len(h.Instances), h.Instances[0].State)
+		}
+		if p.seen[StepHolderStopped] && fencedBy(holder, name) && meta.IsStatusConditionTrue(h.Conditions, fencegatev1alpha1.ConditionEnforced) {
+			see(StepHolderMarked, "%s: %s", hname, components(h))
+		}
+	}
+	holding := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionHolding) && declared
+	if holding {
+		see(StepGranted, "%s holds the fence at epoch %d, token %d", name, st.Epoch, st.Token)
+	}
+	if holding && st.ObservedGeneration >= p.Generation && meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionEnforced) {
+		see(StepTargetMarked, "%s: %s", name, components(st))
+	}
+	o.Done = p.seen[StepGranted] && p.seen[StepTargetMarked] && (!p.WithHolder || p.seen[StepHolderMarked])
+	if !holding && declared {
+		o.Refused = refusal(target, p.Epoch)
+	}
+	return o
+}
+
+// refusal says why the target, which declares the new epoch, cannot take
+// the fence as it is; nil while it may still.
+func refusal(target *fencegatev1alpha1.Fence, epoch uint64) *Refused {
+	st := target.Status
+	msg := condition(target, fencegatev1alpha1.ConditionHolding).Message
+	switch {
+	case st.State == string(fencestate.EpochRegressed):
+		return &Refused{Why: fmt.Sprintf("%s is regressed: the authority has seen it declare a higher epoch than %d", clusterName(target), st.Epoch), Message: msg}
+	case st.FenceReason == rpctypes.ReasonPermissionDenied:
+		return &Refused{Why: fmt.Sprintf("permission denied: the authority does not let %s's identity declare as %s", clusterName(target), clusterName(target)), Message: msg}
+	case st.State == string(fencestate.Unknown) && (st.FenceReason == fenceagent.ReasonAuthorityUnreachable || st.FenceReason == fenceagent.ReasonLeaseExpired):
+		return &Refused{Why: fmt.Sprintf("the authority is unreachable from %s", clusterName(target)), Message: msg}
+	case st.State == string(fencestate.Unsupported):
+		return &Refused{Why: fmt.Sprintf("%s's authority does not serve the fence protocol", clusterName(target)), Message: msg}
+	case st.State == string(fencestate.Fenced) && st.Holder != nil && st.Holder.Name != clusterName(target) && st.Holder.Epoch >= int64(epoch): //nolint:gosec // as above
+		return &Refused{Why: fmt.Sprintf("%s holds the fence at epoch %d, not below the %d asked for: pass --epoch %d or more", st.Holder.Name, st.Holder.Epoch, epoch, st.Holder.Epoch+1), Message: msg}
+	}
+	return nil
+}
+
+// fencedBy reports whether f says its cluster is fenced by holder.
+func fencedBy(f *fencegatev1alpha1.Fence, holder string) bool {
+	c := condition(f, fencegatev1alpha1.ConditionHolding)
+	return c.Status == metav1.ConditionFalse && c.Reason == fencegatev1alpha1.ReasonClusterFenced && f.Status.Holder != nil && f.Status.Holder.Name == holder
+}
+
+func noneActive(instances []fencegatev1alpha1.FenceInstance) bool {
+	for _, i := range instances {
+		if i.State == string(fencestate.Active) {
+			return false
+		}
+	}
+	return true
+}
+
+func components(st fencegatev1alpha1.ClusterFenceStatus) string {
+	if st.Components == nil {
+		return "no Components"
+	}
+	return st.Components.Summary
+}
+
+func condition(f *fencegatev1alpha1.Fence, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(f.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{Status: metav1.ConditionUnknown, Reason: "NotReported", Message: "fencegate has not written this condition yet"}
+}
+
+// describeStatus says where one cluster stands, for a person.
+func describeStatus(f *fencegatev1alpha1.Fence) string {
+	st := f.Status
+	if st.State == "" {
+		return "nothing yet: fencegate has not written this Fence's status (is fencegate run up to date and running?)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s at epoch %d", st.State, st.Epoch)
+	if st.Holder != nil {
+		fmt.Fprintf(&b, ", holder %s@%d", st.Holder.Name, st.Holder.Epoch)
+	}
+	if st.Pending != nil {
+		fmt.Fprintf(&b, ", takeover by %s@%d pending", st.Pending.Name, st.Pending.Epoch)
+		if st.LeaseExpiresAt != nil {
+			fmt.Fprintf(&b, " until %s at the latest", st.LeaseExpiresAt.UTC().Format("15:04:05"))
+		}
+	}
+	for _, typ := range []string{fencegatev1alpha1.ConditionHolding, fencegatev1alpha1.ConditionEnforced} {
+		c := condition(f, typ)
+		fmt.Fprintf(&b, "\n      %s=%s (%s): %s", typ, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}

@@ -1,0 +1,220 @@
+package fenceobject
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// Inputs are everything the leader's part of a Fence's status depends on.
+type Inputs struct {
+	// State is the fence state the leader's policies see.
+	State fencestate.State
+	// Message is what the policies say about State (the reconcile
+	// decision's message).
+	Message string
+	// TargetEpoch is the epoch this cluster is asked to declare:
+	// max(--epoch, spec.epoch); Generation the object's generation.
+	TargetEpoch uint64
+	Generation  int64
+	// Authority is what the authority said of the fence when State began;
+	// nil when it could not be asked.
+	Authority *AuthorityView
+	// Instances are the entries of status.instances; Live names the
+	// instances that run (their Lease has not ended), the leader's own
+	// included.
+	Instances []fencegatev1alpha1.FenceInstance
+	Live      []string
+	// Marks is where the controller stands in marking the Components.
+	Marks controller.MarkProgress
+	// Now is the time of the derivation.
+	Now time.Time
+}
+
+// AuthorityView is what the authority's GetFence adds to the agent's state:
+// a pending takeover and, while one is pending, the end of the holder's
+// last lease that has not been released.
+type AuthorityView struct {
+	Pending        *fencegatev1alpha1.FenceCluster
+	LeaseExpiresAt time.Time
+}
+
+// Desired returns the status the Fence must have, all but
+// status.instances (each instance applies its own entry), given the one it
+// has. It is a pure function: a condition that keeps its status keeps its
+// LastTransitionTime, Since and LastDeclaration move only when what they
+// date does, and times are whole seconds as the API server stores them, so
+// that writing the result back is a no-op when nothing changed.
+func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alpha1.ClusterFenceStatus {
+	s := in.State
+	now := metav1.NewTime(in.Now.Truncate(time.Second))
+	st := fencegatev1alpha1.ClusterFenceStatus{
+		Conditions:         slices.Clone(old.Conditions),
+		ObservedGeneration: old.ObservedGeneration,
+		State:              string(s.Status),
+		FenceReason:        s.Reason,
+		Epoch:              int64(s.Cluster.Epoch), //nolint:gosec // epochs are far below 2^63
+		Token:              int64(s.Token),         //nolint:gosec // tokens are etcd revisions, far below 2^63
+		Since:              old.Since,
+		LastDeclaration:    old.LastDeclaration,
+		Components:         old.Components,
+	}
+	if s.Cluster.Name != "" {
+		st.Cluster = &fencegatev1alpha1.FenceCluster{Name: s.Cluster.Name, UID: s.Cluster.UID, Epoch: st.Epoch}
+	}
+	if s.Cluster.Epoch >= in.TargetEpoch {
+		st.ObservedGeneration = in.Generation
+	}
+	if s.Holder.Name != "" {
+		st.Holder = &fencegatev1alpha1.FenceCluster{Name: s.Holder.Name, UID: s.Holder.UID, Epoch: int64(s.Holder.Epoch)} //nolint:gosec // as above
+	}
+	if a := in.Authority; a != nil && a.Pending != nil {
+		st.Pending = a.Pending.DeepCopy()
+		if !a.LeaseExpiresAt.IsZero() {
+			st.LeaseExpiresAt = &metav1.Time{Time: a.LeaseExpiresAt.Truncate(time.Second)}
+		}
+	}
+	if old.State != st.State || st.Since == nil {
+		st.Since = &now
+	}
+	if changed(old, st) && s.LastSuccessNS != 0 {
+		st.LastDeclaration = &metav1.Time{Time: time.Unix(0, s.LastSuccessNS).Truncate(time.Second)}
+	}
+
+	reason := Reason(s)
+	holding := metav1.Condition{Type: fencegatev1alpha1.ConditionHolding, Status: metav1.ConditionFalse, Reason: reason, Message: in.Message, ObservedGeneration: st.ObservedGeneration}
+	if s.Status == fencestate.Active {
+		holding.Status = metav1.ConditionTrue
+	}
+	setCondition(&st.Conditions, holding, now)
+
+	enforced := metav1.Condition{Type: fencegatev1alpha1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: st.ObservedGeneration}
+	lagging := laggingInstances(EntryOf("", s), in.Instances, in.Live)
+	marked := in.Marks.Started && in.Marks.Key == controller.KeyOf(s) && in.Marks.Pending == 0
+	switch {
+	case len(lagging) > 0 || !marked:
+		enforced.Status = metav1.ConditionFalse
+		enforced.Message = notEnforcedMessage(s, lagging, marked, len(in.Live))
+	default:
+		enforced.Message = fmt.Sprintf("every fencegate replica (%d) answers admission from this state (%s) and the controller has marked every Component for it", len(in.Live), describe(s))
+		// The counts are those of marks made for this state only once
+		// every Component has one: midway they mix two states.
+		st.Components = &fencegatev1alpha1.FenceComponents{
+			Held:    int32(in.Marks.Held),  //nolint:gosec // far fewer Components than 2^31
+			Total:   int32(in.Marks.Total), //nolint:gosec // as above
+			Summary: fmt.Sprintf("%d/%d held", in.Marks.Held, in.Marks.Total),
+		}
+	}
+	setCondition(&st.Conditions, enforced, now)
+	return st
+}
+
+// changed reports whether what the fence says of this cluster differs
+// between two statuses: the fields a declaration's answer sets.
+func changed(a, b fencegatev1alpha1.ClusterFenceStatus) bool {
+	return a.State != b.State || a.FenceReason != b.FenceReason || a.Epoch != b.Epoch || a.Token != b.Token ||
+		!ptrEqual(a.Cluster, b.Cluster) || !ptrEqual(a.Holder, b.Holder) || !ptrEqual(a.Pending, b.Pending)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// Reason is the reason of a Fence's conditions for a fence state.
+func Reason(s fencestate.State) string {
+	switch s.Status {
+	case fencestate.Active:
+		return fencegatev1alpha1.ReasonFenceHeld
+	case fencestate.Fenced:
+		return fencegatev1alpha1.ReasonClusterFenced
+	case fencestate.EpochRegressed:
+		return fencegatev1alpha1.ReasonEpochRegressed
+	case fencestate.Acquiring:
+		return fencegatev1alpha1.ReasonFenceAcquiring
+	}
+	if s.Reason == rpctypes.ReasonPermissionDenied {
+		return fencegatev1alpha1.ReasonPermissionDenied
+	}
+	return fencegatev1alpha1.ReasonFenceUnknown
+}
+
+// EntryOf is the entry of status.instances of an instance that applies s.
+// Since is left for the instance to set.
+func EntryOf(instance string, s fencestate.State) fencegatev1alpha1.FenceInstance {
+	e := fencegatev1alpha1.FenceInstance{
+		Name:  instance,
+		State: string(s.Status),
+		Epoch: int64(s.Cluster.Epoch), //nolint:gosec // epochs are far below 2^63
+		Token: int64(s.Token),         //nolint:gosec // tokens are etcd revisions, far below 2^63
+	}
+	if s.Holder.Name != "" {
+		e.Holder = fmt.Sprintf("%s@%d", s.Holder.Name, s.Holder.Epoch)
+	}
+	return e
+}
+
+// sameState reports whether two entries apply the same state.
+func sameState(a, b fencegatev1alpha1.FenceInstance) bool {
+	return a.State == b.State && a.Epoch == b.Epoch && a.Holder == b.Holder && a.Token == b.Token
+}
+
+// laggingInstances describes each live instance whose entry does not apply
+// want, in name order.
+func laggingInstances(want fencegatev1alpha1.FenceInstance, entries []fencegatev1alpha1.FenceInstance, live []string) []string {
+	var out []string
+	for _, name := range slices.Sorted(slices.Values(live)) {
+		i := slices.IndexFunc(entries, func(e fencegatev1alpha1.FenceInstance) bool { return e.Name == name })
+		switch {
+		case i < 0:
+			out = append(out, fmt.Sprintf("%s has not reported what it applies yet", name))
+		case !sameState(entries[i], want):
+			out = append(out, fmt.Sprintf("%s still applies %s", name, describeEntry(entries[i])))
+		}
+	}
+	return out
+}
+
+func notEnforcedMessage(s fencestate.State, lagging []string, marked bool, live int) string {
+	var parts []string
+	if len(lagging) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d fencegate replicas do not apply it yet: %s", len(lagging), live, strings.Join(lagging, "; ")))
+	}
+	if !marked {
+		parts = append(parts, "the controller is re-marking the Components for it")
+	}
+	return fmt.Sprintf("this cluster is not enforcing its fence state (%s) everywhere yet: %s", describe(s), strings.Join(parts, ", and "))
+}
+
+// describe names a fence state in a message.
+func describe(s fencestate.State) string {
+	return describeEntry(EntryOf("", s))
+}
+
+func describeEntry(e fencegatev1alpha1.FenceInstance) string {
+	d := fmt.Sprintf("%s at epoch %d", e.State, e.Epoch)
+	if e.Holder != "" {
+		d += ", holder " + e.Holder
+	}
+	if e.Token != 0 {
+		d += fmt.Sprintf(", token %d", e.Token)
+	}
+	return d
+}
+
+// setCondition is meta.SetStatusCondition with an injected time.
+func setCondition(conditions *[]metav1.Condition, c metav1.Condition, now metav1.Time) {
+	c.LastTransitionTime = now
+	meta.SetStatusCondition(conditions, c)
+}

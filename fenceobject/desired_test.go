@@ -1,0 +1,235 @@
+package fenceobject_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/fenceobject"
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+var (
+	t0     = time.Date(2031, 3, 4, 5, 6, 7, 800_000_000, time.UTC)
+	east   = fencestate.Cluster{Name: "east", UID: "uid-east", Epoch: 1}
+	west   = fencestate.Cluster{Name: "west", UID: "uid-west", Epoch: 2}
+	active = fencestate.State{Status: fencestate.Active, Domain: "default", Cluster: west, Holder: west, Token: 42, LastSuccessNS: t0.UnixNano()}
+	fenced = fencestate.State{Status: fencestate.Fenced, Domain: "default", Cluster: east, Holder: west, Reason: rpctypes.ReasonClusterFenced, LastSuccessNS: t0.UnixNano()}
+)
+
+// inputs are the inputs of a leader that sees s, with every instance
+// applying it and every Component marked for it, unless changed.
+func inputs(s fencestate.State, live ...string) fenceobject.Inputs {
+	in := fenceobject.Inputs{
+		State: s, Message: "the policies' words", TargetEpoch: s.Cluster.Epoch, Generation: 3,
+		Live: live, Marks: controller.MarkProgress{Started: true, Key: controller.KeyOf(s), Held: 1, Total: 4}, Now: t0,
+	}
+	for _, name := range live {
+		in.Instances = append(in.Instances, fenceobject.EntryOf(name, s))
+	}
+	return in
+}
+
+func condition(st fencegatev1alpha1.ClusterFenceStatus, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func TestDesired(t *testing.T) {
+	second := metav1.NewTime(t0.Truncate(time.Second))
+	tests := map[string]struct {
+		in fenceobject.Inputs
+		// change alters the inputs.
+		change func(*fenceobject.Inputs)
+		// holding and enforced are the conditions' status and reason.
+		holding, enforced, reason string
+		// messages are parts of Enforced's message.
+		messages []string
+		check    func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus)
+	}{
+		"holding and enforced on two replicas": {
+			in:      inputs(active, "west-a", "west-b"),
+			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
+			messages: []string{"every fencegate replica (2)"},
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.State != "active" || st.Epoch != 2 || st.Token != 42 || st.Holder == nil || *st.Holder != (fencegatev1alpha1.FenceCluster{Name: "west", UID: "uid-west", Epoch: 2}) {
+					t.Errorf("state %s epoch %d token %d holder %+v", st.State, st.Epoch, st.Token, st.Holder)
+				}
+				if st.Components == nil || *st.Components != (fencegatev1alpha1.FenceComponents{Held: 1, Total: 4, Summary: "1/4 held"}) {
+					t.Errorf("components %+v", st.Components)
+				}
+				if st.ObservedGeneration != 3 {
+					t.Errorf("observedGeneration %d, want 3", st.ObservedGeneration)
+				}
+				if !st.Since.Equal(&second) || !st.LastDeclaration.Equal(&second) {
+					t.Errorf("since %v, lastDeclaration %v, want %v: whole seconds, as the API server keeps them", st.Since, st.LastDeclaration, second)
+				}
+				if c := condition(st, fencegatev1alpha1.ConditionHolding); c.Message != "the policies' words" || c.ObservedGeneration != 3 {
+					t.Errorf("Holding %+v: want the policies' message", c)
+				}
+			},
+		},
+		"fenced and enforced: the old holder": {
+			in:      inputs(fenced, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonClusterFenced,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.FenceReason != rpctypes.ReasonClusterFenced || st.Token != 0 || st.Holder.Name != "west" {
+					t.Errorf("fenceReason %q token %d holder %+v", st.FenceReason, st.Token, st.Holder)
+				}
+			},
+		},
+		"a replica that applies another state holds Enforced back": {
+			in: inputs(active, "west-a", "west-b"),
+			change: func(in *fenceobject.Inputs) {
+				in.Instances[1] = fenceobject.EntryOf("west-b", fencestate.State{Status: fencestate.Acquiring, Cluster: west, Holder: east})
+			},
+			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
+			messages: []string{"1 of 2 fencegate replicas do not apply it yet", "west-b still applies acquiring at epoch 2, holder east@1"},
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.Components != nil {
+					t.Errorf("components %+v before the state is enforced: want the last enforced counts (none)", st.Components)
+				}
+			},
+		},
+		"a running replica without an entry holds Enforced back": {
+			in:      inputs(active, "west-a"),
+			change:  func(in *fenceobject.Inputs) { in.Live = append(in.Live, "west-new") },
+			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
+			messages: []string{"west-new has not reported what it applies yet"},
+		},
+		"the entry of a replica that is gone does not": {
+			in: inputs(active, "west-a"),
+			change: func(in *fenceobject.Inputs) {
+				in.Instances = append(in.Instances, fenceobject.EntryOf("west-gone", fenced))
+			},
+			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
+		},
+		"Components still to re-mark hold Enforced back": {
+			in:      inputs(active, "west-a"),
+			change:  func(in *fenceobject.Inputs) { in.Marks.Pending = 3 },
+			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
+			messages: []string{"the controller is re-marking the Components"},
+		},
+		"marks made for another state do not count": {
+			in:      inputs(active, "west-a"),
+			change:  func(in *fenceobject.Inputs) { in.Marks.Key = controller.KeyOf(fenced) },
+			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
+		},
+		"no marks at all": {
+			in:      inputs(active, "west-a"),
+			change:  func(in *fenceobject.Inputs) { in.Marks = controller.MarkProgress{} },
+			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
+		},
+		"acquiring, with the takeover's deadline": {
+			in: inputs(fencestate.State{Status: fencestate.Acquiring, Cluster: west, Holder: east, Reason: rpctypes.ReasonAcquiring}, "west-a"),
+			change: func(in *fenceobject.Inputs) {
+				in.Authority = &fenceobject.AuthorityView{Pending: &fencegatev1alpha1.FenceCluster{Name: "west", UID: "uid-west", Epoch: 2}, LeaseExpiresAt: t0.Add(10 * time.Second)}
+			},
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceAcquiring,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.Pending == nil || st.Pending.Name != "west" || st.LeaseExpiresAt == nil || !st.LeaseExpiresAt.Time.Equal(t0.Add(10*time.Second).Truncate(time.Second)) {
+					t.Errorf("pending %+v until %v", st.Pending, st.LeaseExpiresAt)
+				}
+			},
+		},
+		"epoch regressed": {
+			in:      inputs(fencestate.State{Status: fencestate.EpochRegressed, Cluster: east, Holder: west, Reason: rpctypes.ReasonEpochRegressed}, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonEpochRegressed,
+		},
+		"permission denied": {
+			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: rpctypes.ReasonPermissionDenied}, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonPermissionDenied,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.Holder != nil {
+					t.Errorf("holder %+v, want none when none is known", st.Holder)
+				}
+			},
+		},
+		"unknown: the authority unreachable": {
+			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: fenceagent.ReasonAuthorityUnreachable}, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
+		},
+		"unsupported authority": {
+			in:      inputs(fencestate.State{Status: fencestate.Unsupported, Cluster: east, Reason: fenceagent.ReasonUnimplemented}, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
+		},
+		"spec.epoch not declared yet: the generation is not observed": {
+			in:      inputs(fenced, "east-a"),
+			change:  func(in *fenceobject.Inputs) { in.TargetEpoch = 3; in.Generation = 4 },
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonClusterFenced,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.ObservedGeneration != 0 {
+					t.Errorf("observedGeneration %d while epoch 3 is not declared yet, want the old one (0)", st.ObservedGeneration)
+				}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := tc.in
+			if tc.change != nil {
+				tc.change(&in)
+			}
+			st := fenceobject.Desired(fencegatev1alpha1.ClusterFenceStatus{}, in)
+			h, e := condition(st, fencegatev1alpha1.ConditionHolding), condition(st, fencegatev1alpha1.ConditionEnforced)
+			if string(h.Status) != tc.holding || string(e.Status) != tc.enforced || h.Reason != tc.reason || e.Reason != tc.reason {
+				t.Errorf("Holding %s (%s), Enforced %s (%s); want %s, %s, reason %s", h.Status, h.Reason, e.Status, e.Reason, tc.holding, tc.enforced, tc.reason)
+			}
+			for _, m := range tc.messages {
+				if !strings.Contains(e.Message, m) {
+					t.Errorf("Enforced's message %q lacks %q", e.Message, m)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, st)
+			}
+			// Derived again from itself, later, the status is the same:
+			// writing it back changes nothing.
+			in.Now = in.Now.Add(time.Minute)
+			if again := fenceobject.Desired(st, in); !equality.Semantic.DeepEqual(again, st) {
+				t.Errorf("not stable:\n%+v\n%+v", st, again)
+			}
+		})
+	}
+}
+
+// TestDesiredHeartbeats: a renewal moves the agent's last answer and lease
+// but nothing a reader of the Fence needs, so the status stays as it is;
+// a change of state moves Since, LastDeclaration and the conditions' times.
+func TestDesiredHeartbeats(t *testing.T) {
+	st := fenceobject.Desired(fencegatev1alpha1.ClusterFenceStatus{}, inputs(active, "west-a"))
+
+	renewed := active
+	renewed.LastSuccessNS = t0.Add(5 * time.Second).UnixNano()
+	renewed.ValidUntilNS = t0.Add(18 * time.Second).UnixNano()
+	in := inputs(renewed, "west-a")
+	in.Now = t0.Add(5 * time.Second)
+	if got := fenceobject.Desired(st, in); !equality.Semantic.DeepEqual(got, st) {
+		t.Errorf("a heartbeat changed the status:\n%+v\n%+v", st, got)
+	}
+
+	lost := fencestate.State{Status: fencestate.Unknown, Cluster: west, Holder: west, Reason: fenceagent.ReasonLeaseExpired, LastSuccessNS: t0.Add(20 * time.Second).UnixNano()}
+	in = inputs(lost, "west-a")
+	in.Now = t0.Add(30 * time.Second)
+	got := fenceobject.Desired(st, in)
+	later := metav1.NewTime(t0.Add(30 * time.Second).Truncate(time.Second))
+	if !got.Since.Equal(&later) || !got.LastDeclaration.Time.Equal(t0.Add(20*time.Second).Truncate(time.Second)) {
+		t.Errorf("since %v lastDeclaration %v after the state changed", got.Since, got.LastDeclaration)
+	}
+	if h := condition(got, fencegatev1alpha1.ConditionHolding); !h.LastTransitionTime.Equal(&later) {
+		t.Errorf("Holding's lastTransitionTime %v, want %v", h.LastTransitionTime, later)
+	}
+	if e := condition(got, fencegatev1alpha1.ConditionEnforced); e.LastTransitionTime.Equal(&later) {
+		t.Errorf("Enforced stayed True; its lastTransitionTime must stay too, got %v", e.LastTransitionTime)
+	}
+}

@@ -1,0 +1,39 @@
+package fenceobject
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the Fence object's Prometheus metrics.
+type metrics struct {
+	// enforced is set by every replica from the Fence it watches, so that
+	// all of them agree with the object.
+	enforced prometheus.Gauge
+	// failover is observed by the leader of the cluster failed over to.
+	failover prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		enforced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencegate_fence_enforced",
+			Help: "1 while the Fence's Enforced condition is True: every fencegate replica of this cluster applies the current fence state and every Component is marked for it.",
+		}),
+		failover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fencegate_failover_duration_seconds",
+			Help:    "Time from the moment a raised spec.epoch of the Fence is seen until this cluster is Holding and Enforced.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120},
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.enforced, m.failover} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register fence object metrics: %w", err)
+		}
+	}
+	return m, nil
+}

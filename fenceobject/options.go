@@ -1,0 +1,154 @@
+package fenceobject
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/notify"
+)
+
+// DefaultLeaseDuration is how long an instance's Lease lasts without
+// renewal: a replica that is gone holds Enforced back no longer than that.
+const DefaultLeaseDuration = 15 * time.Second
+
+// Options are what Instance and Status share.
+type Options struct {
+	// Client reads from the manager's cache (see CacheOptions) and writes
+	// to the API server.
+	Client client.Client
+	// Cache delivers the events of the Fence and the instances' Leases.
+	Cache cache.Cache
+	// Domain is the fence domain, the Fence's name.
+	Domain string
+	// Namespace holds the instances' Leases.
+	Namespace string
+	// Instance is this process's name within its cluster, as the agent
+	// declares it.
+	Instance string
+	// FloorEpoch is the epoch fencegate was started with (--epoch): the
+	// floor below spec.epoch.
+	FloorEpoch uint64
+	// Fence returns the fence state this process's policies see (the
+	// engine's): what its webhook answers from.
+	Fence func() (fencestate.State, bool)
+	// Changes signals every change of Fence's state (the agent's Changes,
+	// fanned out); New subscribes to it.
+	Changes *notify.Fanout
+	// Agent takes the epoch to declare when spec.epoch rises.
+	Agent Agent
+
+	// Authority tells of a pending takeover (GetFence), asked by the leader
+	// on every change of the fence state.
+	Authority fencev1.FenceServiceClient
+	// Policy gives the conditions' messages.
+	Policy Policy
+	// Marks tells how far the controller got in marking the Components.
+	Marks Marks
+
+	// LeaseDuration is how long an instance's Lease lasts; 0 means
+	// DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// Clock is the source of time; nil means the real clock.
+	Clock clock.WithTicker
+	// Logger receives what goes wrong.
+	Logger logr.Logger
+	// Registerer receives the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+}
+
+// Agent is the fence agent of this process.
+type Agent interface {
+	// SetEpoch makes the agent declare epoch from now on; an epoch only
+	// rises.
+	SetEpoch(ctx context.Context, epoch uint64) error
+}
+
+// Policy answers what the policies say of the fence state; the policy
+// engine implements it.
+type Policy interface {
+	Reconcile(ctx context.Context, component map[string]any) (engine.ReconcileDecision, error)
+}
+
+// Marks is the controller's progress in marking the Components.
+type Marks interface {
+	Progress() controller.MarkProgress
+	Changes() <-chan struct{}
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	var errs []error
+	if o.Client == nil || o.Cache == nil {
+		errs = append(errs, errors.New("no Kubernetes client or cache: pass the manager's"))
+	}
+	if o.Fence == nil || o.Changes == nil || o.Agent == nil {
+		errs = append(errs, errors.New("no fence state: pass the engine's Fence, the agent and its change signal"))
+	}
+	if o.Authority == nil || o.Policy == nil || o.Marks == nil {
+		errs = append(errs, errors.New("no authority client, policy or marks: the leader derives the status from them"))
+	}
+	if o.Domain == "" || o.Namespace == "" || o.Instance == "" {
+		errs = append(errs, fmt.Errorf("domain %q, namespace %q and instance %q must all be set", o.Domain, o.Namespace, o.Instance))
+	}
+	if o.LeaseDuration < 3*time.Second {
+		errs = append(errs, fmt.Errorf("lease duration %s is too short: the Lease is renewed every third of it; use at least 3s", o.LeaseDuration))
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("fence object options: %w", errors.Join(errs...))
+	}
+	return o, nil
+}
+
+// CacheOptions narrow the manager's cache to what fenceobject reads: the
+// Fence of the domain only (so that RBAC can name it), and the Leases of
+// the domain's instances in namespace only.
+func CacheOptions(domain, namespace string) map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&fencegatev1alpha1.Fence{}: {Field: fields.OneTermEqualSelector("metadata.name", domain)},
+		&coordinationv1.Lease{}: {
+			Namespaces: map[string]cache.Config{namespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{LabelDomain: domain}),
+		},
+	}
+}
+
+// watch signals events on every change of an object of obj's kind in the
+// cache.
+func watch(ctx context.Context, c cache.Cache, obj client.Object, events chan<- struct{}) error {
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("watch %T: %w", obj, err)
+	}
+	signal := func() { notify.Signal(events) }
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(any, any) { signal() },
+		DeleteFunc: func(any) { signal() },
+	})
+	if err != nil {
+		return fmt.Errorf("watch %T: %w", obj, err)
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package fenceobject
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/notify"
+)
+
+// Timing of the leader's status writes.
+const (
+	// authorityTimeout bounds the GetFence asked on each change of the
+	// fence state.
+	authorityTimeout = 2 * time.Second
+	// countsInterval spaces the writes that change nothing but the
+	// Components' counts: creating many Components does not write the
+	// Fence once per Component.
+	countsInterval = time.Second
+	// retryInterval is when a sync that failed somewhere is tried again
+	// without waiting for an event.
+	retryInterval = 2 * time.Second
+)
+
+// statusWriter is the state of the leader's Status runnable; only its
+// goroutine uses it.
+type statusWriter struct {
+	k *Keeper
+	// asked is the fence state whose GetFence answer view is.
+	asked    *controller.MarkKey
+	view     *AuthorityView
+	lastSave time.Time
+	// enforcedKey is the state Enforced was last True for.
+	enforcedKey *controller.MarkKey
+	// seenTarget is the epoch asked for when last looked at; raisedAt is
+	// when it rose to raisedTo, until that failover completes.
+	seenTarget uint64
+	raisedAt   time.Time
+	raisedTo   uint64
+	failing    map[string]bool
+	// failed is set when something failed in the current sync.
+	failed bool
+}
+
+func (k *Keeper) runStatus(ctx context.Context) error {
+	events := notify.New()
+	for _, obj := range []client.Object{&fencegatev1alpha1.Fence{}, &coordinationv1.Lease{}} {
+		if err := watch(ctx, k.opts.Cache, obj, events); err != nil {
+			return err
+		}
+	}
+	s := &statusWriter{k: k, failing: map[string]bool{}}
+	var timer clock.Timer
+	for {
+		s.failed = false
+		wake := s.sync(ctx)
+		if s.failed {
+			wake = earliest(wake, k.opts.Clock.Now().Add(retryInterval))
+		}
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		var fire <-chan time.Time
+		if !wake.IsZero() {
+			timer = k.opts.Clock.NewTimer(max(wake.Sub(k.opts.Clock.Now()), 0))
+			fire = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case <-events:
+		case <-k.statusChanges:
+		case <-k.opts.Marks.Changes():
+		case <-fire:
+		}
+	}
+}
+
+// sync derives the status and writes it when it changed. It returns when
+// to look again without an event (an instance's Lease ending, a deferred
+// write); zero for no such time.
+func (s *statusWriter) sync(ctx context.Context) time.Time {
+	o := s.k.opts
+	var f fencegatev1alpha1.Fence
+	if err := o.Client.Get(ctx, client.ObjectKey{Name: o.Domain}, &f); err != nil {
+		// Missing: the instances create it, and its creation is an event.
+		s.report("read the Fence", client.IgnoreNotFound(err))
+		return time.Time{}
+	}
+	state, ok := o.Fence()
+	if !ok {
+		return time.Time{}
+	}
+	key := controller.KeyOf(state)
+	if s.asked == nil || *s.asked != key {
+		s.view = s.askAuthority(ctx, state)
+		s.asked = &key
+	}
+	now := o.Clock.Now()
+	live, wake := s.instances(ctx, &f, now)
+	message := state.Message
+	if d, err := o.Policy.Reconcile(ctx, map[string]any{}); s.report("ask the policies for the fence's message", err) {
+		message = d.Message
+	}
+	target := TargetEpoch(o.FloorEpoch, &f)
+	desired := Desired(f.Status, Inputs{
+		State: state, Message: message, TargetEpoch: target, Generation: f.Generation,
+		Authority: s.view, Instances: f.Status.Instances, Live: live, Marks: o.Marks.Progress(), Now: now,
+	})
+
+	current := f.Status
+	current.Instances = nil
+	if !equality.Semantic.DeepEqual(current, desired) {
+		countsOnly := desired
+		countsOnly.Components = current.Components
+		if due := s.lastSave.Add(countsInterval); equality.Semantic.DeepEqual(current, countsOnly) && now.Before(due) {
+			wake = earliest(wake, due)
+		} else if s.report("apply the Fence status", s.k.applyStatus(ctx, &desired, FieldManager)) {
+			s.lastSave = now
+		}
+	}
+	s.observe(state.Cluster.Epoch, target, desired)
+	return wake
+}
+
+// observe logs when Enforced becomes True and times the failover that a
+// raised spec.epoch asked for.
+func (s *statusWriter) observe(epoch, target uint64, st fencegatev1alpha1.ClusterFenceStatus) {
+	o := s.k.opts
+	switch {
+	case s.seenTarget == 0:
+		s.seenTarget = target
+	case target > s.seenTarget:
+		s.seenTarget, s.raisedAt, s.raisedTo = target, o.Clock.Now(), target
+	}
+	holding := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionHolding)
+	enforced := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionEnforced)
+	key := controller.MarkKey{}
+	if s.asked != nil {
+		key = *s.asked
+	}
+	if enforced && (s.enforcedKey == nil || *s.enforcedKey != key) {
+		s.enforcedKey = &key
+		o.Logger.Info("fence state enforced", "fence", o.Domain, "state", st.State, "epoch", st.Epoch, "token", st.Token, "components", ptr.Deref(st.Components, fencegatev1alpha1.FenceComponents{}).Summary)
+	}
+	if !s.raisedAt.IsZero() && holding && enforced && epoch >= s.raisedTo {
+		took := o.Clock.Since(s.raisedAt)
+		s.k.metrics.failover.Observe(took.Seconds())
+		o.Logger.Info("failover to this cluster complete: holding and enforced", "fence", o.Domain, "epoch", epoch, "took", took.String())
+		s.raisedAt = time.Time{}
+	}
+}
+
+// askAuthority asks the authority for a pending takeover; nil when it
+// cannot tell. A holder has none to ask about: a takeover by a higher epoch
+// would have fenced it, and one at or below its epoch is dropped when it
+// renews, so the failover's last step does not wait for the call.
+func (s *statusWriter) askAuthority(ctx context.Context, state fencestate.State) *AuthorityView {
+	if state.Status == fencestate.Active {
+		return &AuthorityView{}
+	}
+	o := s.k.opts
+	ctx, cancel := context.WithTimeout(ctx, authorityTimeout)
+	defer cancel()
+	resp, err := o.Authority.GetFence(ctx, &fencev1.GetFenceRequest{Domain: o.Domain})
+	if !s.report("ask the authority for a pending takeover", err) {
+		return nil
+	}
+	f := resp.GetFence()
+	view := &AuthorityView{}
+	if p := f.GetPending(); p != nil {
+		view.Pending = &fencegatev1alpha1.FenceCluster{Name: p.GetClusterName(), UID: p.GetClusterUid(), Epoch: int64(p.GetEpoch())} //nolint:gosec // epochs are far below 2^63
+		if t := f.GetHolder().GetLeaseExpireTime(); t != nil {
+			view.LeaseExpiresAt = t.AsTime()
+		}
+	}
+	return view
+}
+
+// instances returns the names of the instances that run (their Lease has
+// not ended; this one always runs), prunes the entries and Leases of the
+// others, and returns when the first running Lease ends.
+func (s *statusWriter) instances(ctx context.Context, f *fencegatev1alpha1.Fence, now time.Time) ([]string, time.Time) {
+	o := s.k.opts
+	var leases coordinationv1.LeaseList
+	if err := o.Client.List(ctx, &leases, client.InNamespace(o.Namespace), client.MatchingLabels{LabelDomain: o.Domain}); !s.report("list the instances' Leases", err) {
+		// Without Leases no entry is known to be gone: keep them all.
+		names := []string{o.Instance}
+		for _, e := range f.Status.Instances {
+			names = append(names, e.Name)
+		}
+		return dedupe(names), time.Time{}
+	}
+	live := []string{o.Instance}
+	var wake time.Time
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		name := ptr.Deref(l.Spec.HolderIdentity, "")
+		if ends, ok := leaseEnd(l); ok && ends.After(now) {
+			live = append(live, name)
+			wake = earliest(wake, ends)
+			continue
+		}
+		if name == o.Instance {
+			continue
+		}
+		// Ended: its instance stopped renewing. The precondition keeps a
+		// renewal that just came in.
+		err := o.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)})
+		if err == nil {
+			o.Logger.Info("fence object: instance gone, its Lease ended", "fence", o.Domain, "instance", name)
+		}
+		s.report("delete the Lease of a gone instance", client.IgnoreNotFound(ignoreConflict(err)))
+	}
+	live = dedupe(live)
+	s.report("prune the entries of gone instances", s.prune(ctx, f, live))
+	return live, wake
+}
+
+// prune removes the entries of instances that do not run, in one JSON patch
+// that first tests each entry's name, so that a list that changed since it
+// was read fails the patch instead of losing another entry.
+func (s *statusWriter) prune(ctx context.Context, f *fencegatev1alpha1.Fence, live []string) error {
+	var ops []map[string]any
+	for i := len(f.Status.Instances) - 1; i >= 0; i-- {
+		name := f.Status.Instances[i].Name
+		if slices.Contains(live, name) {
+			continue
+		}
+		path := fmt.Sprintf("/status/instances/%d", i)
+		ops = append(ops,
+			map[string]any{"op": "test", "path": path + "/name", "value": name},
+			map[string]any{"op": "remove", "path": path})
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encode the entries to prune: %w", err)
+	}
+	if err := s.k.opts.Client.Status().Patch(ctx, f, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("prune the entries of gone instances from Fence %q: %w", f.Name, err)
+	}
+	return nil
+}
+
+// leaseEnd is when a Lease ends without renewal.
+func leaseEnd(l *coordinationv1.Lease) (time.Time, bool) {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return time.Time{}, false
+	}
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), true
+}
+
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func dedupe(names []string) []string {
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// report logs err once until what failed works again, and says whether it
+// worked.
+func (s *statusWriter) report(what string, err error) bool {
+	if err != nil {
+		s.failed = true
+	}
+	return reportOnce(s.k.opts, s.failing, what, err)
+}
