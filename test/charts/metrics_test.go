@@ -289,25 +289,10 @@ func checkQueries(queries []query, exported map[string]exportedMetric) []string 
 // startStack runs an authority and cluster "east" as processes.
 func startStack(t *testing.T, ctx context.Context) *stack.Stack {
 	t.Helper()
-	bin, err := stack.Build(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stack.Start(ctx, stack.Options{
-		Binary:   bin,
-		Dir:      t.TempDir(),
+	return stack.StartForTest(t, ctx, stack.Options{
 		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}},
 		Say:      t.Logf,
 	})
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop the stack: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // startSelfSignedProbe runs a second `fencegate run` for the cluster that

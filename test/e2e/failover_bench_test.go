@@ -27,24 +27,10 @@ import (
 func BenchmarkFailover(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	bin, err := stack.Build(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := stack.Start(ctx, stack.Options{
-		Binary:   bin,
-		Dir:      b.TempDir(),
+	s := stack.StartForTest(b, ctx, stack.Options{
 		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1, Replicas: 2}, {Name: "west", Epoch: 1, Replicas: 2}},
 		MTLS:     true,
 	})
-	b.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			b.Errorf("stop the stack: %v", err)
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	clusters := map[string]failover.Cluster{}
 	for _, c := range s.Clusters {
 		cl, err := client.NewWithWatch(c.ControlPlane.Config, client.Options{Scheme: c.ControlPlane.Scheme})

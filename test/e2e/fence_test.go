@@ -30,28 +30,13 @@ import (
 // quick.
 func startFenceStack(t *testing.T, ctx context.Context, clusters ...stack.ClusterSpec) *stack.Stack {
 	t.Helper()
-	bin, err := stack.Build(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stack.Start(ctx, stack.Options{
-		Binary:        bin,
-		Dir:           t.TempDir(),
+	return stack.StartForTest(t, ctx, stack.Options{
 		Clusters:      clusters,
 		LeaseTTL:      4 * time.Second,
 		InstanceLease: 3 * time.Second,
 		MTLS:          true,
 		Say:           t.Logf,
 	})
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop the stack: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // fence reads a cluster's Fence of domain default.

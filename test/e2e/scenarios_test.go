@@ -17,26 +17,11 @@ import (
 // way they are deployed, with a short lease so that expiry tests are quick.
 func startStack(t *testing.T, ctx context.Context, clusters ...stack.ClusterSpec) *stack.Stack {
 	t.Helper()
-	bin, err := stack.Build(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stack.Start(ctx, stack.Options{
-		Binary:   bin,
-		Dir:      t.TempDir(),
+	return stack.StartForTest(t, ctx, stack.Options{
 		Clusters: clusters,
 		LeaseTTL: 4 * time.Second,
 		Say:      t.Logf,
 	})
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop the stack: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func componentJSON(name string) []byte {

@@ -111,24 +111,12 @@ func decided(answers []answer) (allowed, denied int, denial string) {
 func TestAuthorityKilledUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	bin, err := stack.Build(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	// east starts first and holds the fence; west then starts at a higher
 	// epoch and takes it over: the authority has a history to lose.
-	s, err := stack.Start(ctx, stack.Options{
-		Binary: bin, Dir: t.TempDir(), LeaseTTL: authorityLease, Say: t.Logf,
+	s := stack.StartForTest(t, ctx, stack.Options{
+		LeaseTTL: authorityLease, Say: t.Logf,
 		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 2}},
 	})
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop the stack: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	east, west := admissionLoad(t, s.Cluster("east")), admissionLoad(t, s.Cluster("west"))
 	eventually(t, "west admits", func() bool {
 		allowed, _, _ := decided(west.since(west.now() - time.Second))
@@ -137,7 +125,7 @@ func TestAuthorityKilledUnderLoad(t *testing.T) {
 
 	// A declaration the authority acknowledges just before it dies: a
 	// cluster it has never seen, refused (west holds), but recorded.
-	_, err = s.Fence.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{Domain: "default", ClusterName: "south", ClusterUid: "south-uid", Epoch: 1})
+	_, err := s.Fence.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{Domain: "default", ClusterName: "south", ClusterUid: "south-uid", Epoch: 1})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("south's declaration: %v, want CLUSTER_FENCED", err)
 	}
