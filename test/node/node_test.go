@@ -30,7 +30,7 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 		}
 	})
 	if errors.Is(err, ErrPrerequisite) {
-		t.Skip(err)
+		MissingPrerequisite(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)
