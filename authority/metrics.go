@@ -1,9 +1,9 @@
 package authority
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // metrics are the FenceService's Prometheus metrics; the store registers
@@ -39,10 +39,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "WatchFence streams open now.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.declarations, m.releases, m.revocations, m.forgets, m.watchers} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register authority metrics: %w", err)
-		}
+	if err := promreg.Register(reg, "authority", m.declarations, m.releases, m.revocations, m.forgets, m.watchers); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,9 +1,9 @@
 package controller
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // metrics are the controller's Prometheus metrics.
@@ -28,13 +28,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Fence transition Events not recorded because the shared Event budget was spent.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.held, m.eventsDropped} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register controller metrics: %w", err)
-		}
+	if err := promreg.Register(reg, "controller", m.held, m.eventsDropped); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // ErrNotReady is returned by evaluations before the fence agent wrote a
@@ -146,13 +147,8 @@ func New(opts Options) (*Engine, error) {
 	// zero errors rather than no series.
 	e.reloads.WithLabelValues("success")
 	e.reloads.WithLabelValues("error")
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(e.reloads); err != nil {
-			return nil, fmt.Errorf("register engine metrics: %w", err)
-		}
-		if err := opts.Registerer.Register(newPolicyCollector(e)); err != nil {
-			return nil, fmt.Errorf("register engine metrics: %w", err)
-		}
+	if err := promreg.Register(opts.Registerer, "engine", e.reloads, newPolicyCollector(e)); err != nil {
+		return nil, err
 	}
 	e.current.Store(snap)
 	status := e.activeStatus(p, e.clock.Now())

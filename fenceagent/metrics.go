@@ -1,13 +1,13 @@
 package fenceagent
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // allStatuses lists every status so that the status gauge exports a 0 for
@@ -88,17 +88,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range answerKinds {
 		m.declarations.WithLabelValues(k.result())
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range []prometheus.Collector{m.status, m.declarations, m.duration, m.transitions, m.watchRetries, m.writeErrors, m.checkWaiters, m.epoch, m.holder, m.token, m.lastAnswer} {
-		if err := reg.Register(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("register fence agent metrics (one fence agent per registry): %w", errors.Join(errs...))
+	if err := promreg.Register(reg, "fence agent", m.status, m.declarations, m.duration, m.transitions, m.watchRetries, m.writeErrors, m.checkWaiters, m.epoch, m.holder, m.token, m.lastAnswer); err != nil {
+		return nil, fmt.Errorf("one fence agent per registry: %w", err)
 	}
 	return m, nil
 }

@@ -1,9 +1,9 @@
 package fenceobject
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // metrics are the Fence object's Prometheus metrics.
@@ -27,13 +27,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120},
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.enforced, m.failover} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register fence object metrics: %w", err)
-		}
+	if err := promreg.Register(reg, "fence object", m.enforced, m.failover); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

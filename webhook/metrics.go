@@ -1,6 +1,10 @@
 package webhook
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencegate/fencegate/internal/promreg"
+)
 
 // Results of the decisions counter.
 const (
@@ -30,12 +34,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1},
 		}, []string{"endpoint"}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.decisions, m.duration} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := promreg.Register(reg, "webhook", m.decisions, m.duration); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fencegate/fencegate/internal/filewatch"
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // reloadDelay is how long the file must be quiet before a reload, so that
@@ -166,10 +167,8 @@ func newSourceMetrics(reg prometheus.Registerer) (*sourceMetrics, error) {
 			Help: "1 when the last load of the authorization file succeeded, 0 when the last good one is in force instead.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.reloads, m.lastSuccess} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register authorization metrics: %w", err)
-		}
+	if err := promreg.Register(reg, "authorization", m.reloads, m.lastSuccess); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,9 +1,9 @@
 package webhookcerts
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // metrics let an operator alert on a certificate that is not being renewed
@@ -32,10 +32,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.expiry, m.issued, m.syncErrors} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register webhook certificate metrics: %w", err)
-		}
-	}
-	return nil
+	return promreg.Register(reg, "webhook certificate", m.expiry, m.issued, m.syncErrors)
 }

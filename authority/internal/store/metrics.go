@@ -1,12 +1,12 @@
 package store
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencegate/fencegate/authority/statemachine"
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // metrics are the store's Prometheus metrics.
@@ -44,10 +44,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "When the lease of each domain's holder ends unless renewed (Unix time), as last committed by this authority; 0 once every instance of the holder released. Past it the domain has no holder.",
 		}, []string{"domain"}),
 	}
-	for _, c := range []prometheus.Collector{m.txnDuration, m.retries, m.grants, m.token, m.leaseExpiry} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register store metrics: %w", err)
-		}
+	if err := promreg.Register(reg, "store", m.txnDuration, m.retries, m.grants, m.token, m.leaseExpiry); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
