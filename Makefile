@@ -77,11 +77,19 @@ lint: ## gofmt, go vet, golangci-lint, opa fmt and opa check.
 
 .PHONY: test
 test: ## Every test: generated files, lint, unit, Rego, end-to-end and the charts on a real node.
-	$(BUILD_TOOLS) kube etcd helm opa promtool image
-	hack/node-prerequisites.sh
+	$(MAKE) --no-print-directory -j2 test-tools node-prerequisites
 	$(MAKE) --no-print-directory verify-generate lint
 	$(GO_TEST) -race ./...
 	cd hack/tools/image && go test ./...
+
+# The tools build on the cores while apt-get waits on the network and the
+# disk: on a fresh machine the two overlap.
+.PHONY: test-tools node-prerequisites
+test-tools:
+	$(BUILD_TOOLS) kube etcd helm opa promtool image
+
+node-prerequisites: ## Install the node test's Debian packages (containerd, runc, CNI, ...) when missing.
+	hack/node-prerequisites.sh
 
 .PHONY: run
 run: ## Two clusters and a fence authority on this machine: watch a failover (FENCEGATE_DEMO_EXIT=1 exits after it).
