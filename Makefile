@@ -84,12 +84,9 @@ test: ## Every test: generated files, lint, unit, Rego, end-to-end and the chart
 
 # The tools build on the cores while apt-get waits on the network and the
 # disk: on a fresh machine the two overlap.
-.PHONY: test-tools node-prerequisites
+.PHONY: test-tools
 test-tools:
 	$(BUILD_TOOLS) kube etcd helm opa promtool image
-
-node-prerequisites: ## Install the node test's Debian packages (containerd, runc, CNI, ...) when missing.
-	hack/node-prerequisites.sh
 
 .PHONY: run
 run: ## Two clusters and a fence authority on this machine: watch a failover (FENCEGATE_DEMO_EXIT=1 exits after it).
