@@ -109,23 +109,30 @@ func TestAuthorityFlagErrors(t *testing.T) {
 func authorityFiles(t *testing.T) map[string]string {
 	t.Helper()
 	dir := t.TempDir()
-	ca, server, err := testcerts.Loopback("authority-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile, err := ca.WriteCA(dir, "ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := server.WriteFiles(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, caFile, cert, key := authorityTLSFiles(t, dir)
 	broken := filepath.Join(dir, "authorization.yaml")
 	if err := os.WriteFile(broken, []byte("clusters: ["), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return map[string]string{"CA": caFile, "TLSCERT": cert, "TLSKEY": key, "BROKEN": broken, "DATA": filepath.Join(dir, "data")}
+}
+
+// authorityTLSFiles writes into dir a new CA (ca.crt) and a loopback
+// serving pair it signed (server.crt, server.key), and returns the CA, for
+// client certificates, and the files' paths.
+func authorityTLSFiles(t *testing.T, dir string) (ca *testcerts.CA, caFile, certFile, keyFile string) {
+	t.Helper()
+	ca, server, err := testcerts.Loopback("authority-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caFile, err = ca.WriteCA(dir, "ca"); err != nil {
+		t.Fatal(err)
+	}
+	if certFile, keyFile, err = server.WriteFiles(dir, "server"); err != nil {
+		t.Fatal(err)
+	}
+	return ca, caFile, certFile, keyFile
 }
 
 // freeAddress returns a loopback address that was free a moment ago.

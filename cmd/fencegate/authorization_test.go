@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
-	"github.com/fencegate/fencegate/internal/testcerts"
 )
 
 // TestAuthorityCommandAuthorization runs `fencegate authority` with mTLS and
@@ -30,18 +29,7 @@ func TestAuthorityCommandAuthorization(t *testing.T) {
 		oncallID = "spiffe://fencegate.test/operator/oncall"
 	)
 	dir := t.TempDir()
-	ca, server, err := testcerts.Loopback("authority-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile, err := ca.WriteCA(dir, "ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverCert, serverKey, err := server.WriteFiles(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile, serverCert, serverKey := authorityTLSFiles(t, dir)
 	oncall, err := ca.ClientFor(oncallID)
 	if err != nil {
 		t.Fatal(err)
