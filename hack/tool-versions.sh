@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tool-versions.sh [--fix] checks that the tools modules that build what
+# bin/fencegate also compiles (kube, etcd, opa: client-go, the etcd server,
+# OPA) require the same version of every module they share with
+# cmd/fencegate. The tools and bin/fencegate are compiled alike (static,
+# -trimpath), so then Go's build cache compiles those packages once, for
+# both: on a fresh machine that saves `make test` most of a full compile of
+# bin/fencegate. A version that differs splits every package above it.
+#
+# With --fix it raises each tools module to the main module's version where
+# the main module's is newer (go get, go mod tidy). A tools module that needs
+# a newer version than the main module is reported: raise the main module.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools=(kube etcd opa helm promtool)
+fix=false
+[ "${1:-}" = --fix ] && fix=true
+
+# modules PATTERN lists "module version" for every module that provides a
+# package to PATTERN's build, with replacements applied.
+modules() {
+	CGO_ENABLED=0 go list -deps -f '{{with .Module}}{{with .Replace}}{{.Path}} {{.Version}}{{else}}{{.Path}} {{.Version}}{{end}}{{end}}' "$1" |
+		grep -v '^github.com/fencegate/' | LC_ALL=C sort -u
+}
+
+# newer A B succeeds when version A is newer than B. A release is newer than
+# the pre-releases (and pseudo-versions) of its own number.
+newer() {
+	local a=$1 b=$2
+	if [ "${a%%-*}" = "${b%%-*}" ] && [ "${a#*-}" = "$a" ] && [ "${b#*-}" != "$b" ]; then
+		return 0
+	fi
+	if [ "${a%%-*}" = "${b%%-*}" ] && [ "${b#*-}" = "$b" ]; then
+		return 1
+	fi
+	[ "$(printf '%s\n%s\n' "$a" "$b" | sort -V | tail -1)" = "$a" ]
+}
+
+main=$(cd "$root" && modules ./cmd/fencegate)
+status=0
+for tool in "${tools[@]}"; do
+	dir=$root/hack/tools/$tool
+	differ=$(LC_ALL=C join <(echo "$main") <(cd "$dir" && modules tool) | awk '$2 != $3')
+	[ -z "$differ" ] && continue
+	while read -r path mainv toolv; do
+		if $fix && newer "$mainv" "$toolv"; then
+			(cd "$dir" && go get "$path@$mainv")
+			continue
+		fi
+		echo "tool-versions: hack/tools/$tool builds $path $toolv, bin/fencegate $mainv" >&2
+		status=1
+	done <<<"$differ"
+	if $fix; then (cd "$dir" && go mod tidy); fi
+done
+if [ $status -ne 0 ]; then
+	echo "tool-versions: run hack/tool-versions.sh --fix (it raises the tools modules; a tool needing a newer version means raising the main module)" >&2
+fi
+exit $status
