@@ -13,7 +13,6 @@ export PATH := $(TOOLBIN):$(PATH)
 export FENCEGATE_TEST_ASSETS := $(TOOLBIN)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
 
 # Each control plane takes ~330 MB and a core while it starts: keep few test
 # binaries running at once.
@@ -23,11 +22,11 @@ GO_TEST       ?= go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT)
 
 BUILD_TOOLS := hack/build-tools.sh
 
-# bin/fencegate is built as the image carries it: static and -trimpath. The
-# tests' fencegate processes and the image share those compiled packages.
+# bin/fencegate is built as the image carries it (hack/build-fencegate.sh):
+# the tests' fencegate processes and the image share its compiled packages.
 .PHONY: build
 build: ## Build bin/fencegate (static, as in the image).
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fencegate ./cmd/fencegate
+	VERSION=$(VERSION) hack/build-fencegate.sh bin/fencegate
 
 .PHONY: tools
 tools: ## Build every pinned tool into .cache (once per version).

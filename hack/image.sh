@@ -5,7 +5,8 @@
 # is used and nothing is pulled: the image is the static binary as the only
 # layer on an empty base, run as 65532:65532, the user the charts run it as.
 #
-# The same commit gives the same digest: the binary is built with -trimpath,
+# The same commit gives the same digest: the binary is built with -trimpath
+# (hack/build-fencegate.sh),
 # and the image's creation time and file times are the commit's time
 # (SOURCE_DATE_EPOCH overrides it). GOARCH picks the architecture.
 set -euo pipefail
@@ -22,8 +23,7 @@ arch=${GOARCH:-$(go env GOARCH)}
 "$root/hack/build-tools.sh" image
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch \
-	go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/fencegate" ./cmd/fencegate)
+GOOS=linux GOARCH=$arch VERSION=$version "$root/hack/build-fencegate.sh" "$work/fencegate" -s -w
 mkdir -p "$(dirname "$out")"
 "$cache/bin/build-image" -ref "fencegate.local/fencegate:$version" -o "$out" -arch "$arch" -epoch "$epoch" \
 	-file "$work/fencegate:/fencegate" -entrypoint /fencegate -user 65532:65532 \

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # tool-versions.sh [--fix] checks that the tools modules that build what
-# bin/fencegate also compiles (kube, etcd, opa: client-go, the etcd server,
-# OPA) require the same version of every module they share with
-# cmd/fencegate. The tools and bin/fencegate are compiled alike (static,
-# -trimpath), so then Go's build cache compiles those packages once, for
-# both: on a fresh machine that saves `make test` most of a full compile of
-# bin/fencegate. A version that differs splits every package above it.
+# bin/fencegate also compiles (kube, etcd, opa, helm and promtool: client-go,
+# the etcd server, OPA, gRPC, Prometheus's client) require the same version of
+# every module they share with cmd/fencegate. The tools and bin/fencegate are
+# compiled alike (static, -trimpath; hack/build-fencegate.sh), so then Go's
+# build cache compiles those packages once, for all of them: on a fresh
+# machine that saves `make test` most of a full compile of bin/fencegate, and
+# most of helm's and promtool's. A version that differs splits every package
+# above it.
 #
 # With --fix it raises each tools module to the main module's version where
 # the main module's is newer (go get, go mod tidy). A tools module that needs

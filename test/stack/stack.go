@@ -151,9 +151,8 @@ type Replica struct {
 const BinaryEnv = "FENCEGATE_TEST_BINARY"
 
 // Build returns the fencegate binary named by $FENCEGATE_TEST_BINARY, or
-// without it compiles one into dir and returns its path. It compiles the way
-// `make build` and the image do (static, -trimpath), so that all three share
-// one set of compiled packages in Go's build cache.
+// without it compiles one into dir, with hack/build-fencegate.sh as `make
+// build` and the image do, and returns its path.
 func Build(ctx context.Context, dir string) (string, error) {
 	if bin := os.Getenv(BinaryEnv); bin != "" {
 		if _, err := os.Stat(bin); err != nil {
@@ -161,9 +160,12 @@ func Build(ctx context.Context, dir string) (string, error) {
 		}
 		return bin, nil
 	}
+	root, err := cluster.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
 	bin := filepath.Join(dir, "fencegate")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "github.com/fencegate/fencegate/cmd/fencegate")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-fencegate.sh"), bin)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build fencegate: %w\n%s", err, out)
 	}
