@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # tool-versions.sh [--fix] checks that the tools modules that build what
-# bin/fencegate also compiles (kube, etcd, opa, helm and promtool: client-go,
-# the etcd server, OPA, gRPC, Prometheus's client) require the same version of
-# every module they share with cmd/fencegate. The tools and bin/fencegate are
-# compiled alike (static, -trimpath; hack/build-fencegate.sh), so then Go's
-# build cache compiles those packages once, for all of them: on a fresh
-# machine that saves `make test` most of a full compile of bin/fencegate, and
-# most of helm's and promtool's. A version that differs splits every package
-# above it.
+# bin/fencegate also compiles (kube, etcd, opa, helm, promtool and
+# controller-gen: client-go, apimachinery, the etcd server, OPA, gRPC,
+# Prometheus's client) require the same version of every module they share
+# with cmd/fencegate. The tools and bin/fencegate are compiled alike (static,
+# -trimpath; hack/build-fencegate.sh), so then Go's build cache compiles
+# those packages once, for all of them: on a fresh machine that saves `make
+# test` most of a full compile of bin/fencegate, and most of helm's,
+# promtool's and controller-gen's. A version that differs splits every
+# package above it.
 #
 # With --fix it raises each tools module to the main module's version where
 # the main module's is newer (go get, go mod tidy). A tools module that needs
@@ -15,7 +16,14 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-tools=(kube etcd opa helm promtool)
+tools=(kube etcd opa helm promtool controller-gen golangci-lint)
+# Modules that a tool keeps at its own version, as "tool module": the main
+# module's version breaks it, and no package bin/fencegate compiles is above
+# them in the tool.
+kept=(
+	# depguard and protogetter use glob.Glob, which gobwas/glob v1 removed.
+	"golangci-lint github.com/gobwas/glob"
+)
 fix=false
 [ "${1:-}" = --fix ] && fix=true
 
@@ -24,6 +32,15 @@ fix=false
 modules() {
 	CGO_ENABLED=0 go list -deps -f '{{with .Module}}{{with .Replace}}{{.Path}} {{.Version}}{{else}}{{.Path}} {{.Version}}{{end}}{{end}}' "$1" |
 		grep -v '^github.com/fencegate/' | LC_ALL=C sort -u
+}
+
+# is_kept TOOL MODULE succeeds when TOOL keeps MODULE at its own version.
+is_kept() {
+	local k
+	for k in "${kept[@]}"; do
+		[ "$k" = "$1 $2" ] && return 0
+	done
+	return 1
 }
 
 # newer A B succeeds when version A is newer than B. A release is newer than
@@ -46,6 +63,9 @@ for tool in "${tools[@]}"; do
 	differ=$(LC_ALL=C join <(echo "$main") <(cd "$dir" && modules tool) | awk '$2 != $3')
 	[ -z "$differ" ] && continue
 	while read -r path mainv toolv; do
+		if is_kept "$tool" "$path"; then
+			continue
+		fi
 		if $fix && newer "$mainv" "$toolv"; then
 			(cd "$dir" && go get "$path@$mainv")
 			continue
