@@ -73,15 +73,23 @@ build() {
 		local start=$SECONDS
 		rm -rf "$out.tmp"
 		# A cold build of the control plane takes minutes: say that it is
-		# still going.
-		(while sleep 30; do echo "build-tools: still building $name ($((SECONDS - start))s) …" >&2; done) &
+		# still going. The ticker does not hold the lock (9>&-), and a
+		# failed build stops it: otherwise it would keep every later build
+		# of this tool waiting.
+		(while sleep 30; do echo "build-tools: still building $name ($((SECONDS - start))s) …" >&2; done) 9>&- &
 		local ticker=$!
-		trap 'kill $ticker 2>/dev/null' EXIT
+		# shellcheck disable=SC2064 # the ticker's pid, now: it is local
+		trap "kill $ticker 2>/dev/null" EXIT
 		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp/" tool)
 		kill $ticker 2>/dev/null || true
 		trap - EXIT
 		# The etcd server's main package is the module root, named "server".
 		if [ -f "$out.tmp/server" ]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi
+		# kube is the Kubernetes binaries in one, each run by its name.
+		if [ -f "$out.tmp/kube" ]; then
+			local cmd
+			for cmd in $("$out.tmp/kube" names); do ln -s kube "$out.tmp/$cmd"; done
+		fi
 		touch "$out.tmp/.complete"
 		rm -rf "$out"
 		mv "$out.tmp" "$out"

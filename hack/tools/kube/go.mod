@@ -2,12 +2,15 @@
 // control plane (kube-apiserver, kubectl) and, for the node test, a node
 // (kube-controller-manager, kube-scheduler, kubelet, kube-proxy). They are
 // built from k8s.io/kubernetes with its staging modules replaced by their
-// published versions.
+// published versions; the daemons as one executable (./kube), which each
+// daemon's name links to.
 module github.com/fencegate/fencegate/hack/tools/kube
 
 go 1.26.0
 
-require k8s.io/kubernetes v1.37.2 // indirect
+require k8s.io/kubernetes v1.37.2
+
+require k8s.io/component-base v0.37.2
 
 require (
 	cel.dev/expr v0.25.3 // indirect
@@ -64,7 +67,7 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/cadvisor/lib v0.60.5 // indirect
 	github.com/google/cel-go v0.29.2 // indirect
-	github.com/google/gnostic-models v0.7.0 // indirect
+	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/nftables v0.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -157,7 +160,6 @@ require (
 	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/cloud-provider v0.37.2 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
-	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect
 	k8s.io/controller-manager v0.37.2 // indirect
 	k8s.io/cri-api v0.37.2 // indirect
@@ -227,10 +229,6 @@ replace (
 )
 
 tool (
-	k8s.io/kubernetes/cmd/kube-apiserver
-	k8s.io/kubernetes/cmd/kube-controller-manager
-	k8s.io/kubernetes/cmd/kube-proxy
-	k8s.io/kubernetes/cmd/kube-scheduler
+	github.com/fencegate/fencegate/hack/tools/kube/kube
 	k8s.io/kubernetes/cmd/kubectl
-	k8s.io/kubernetes/cmd/kubelet
 )
