@@ -107,7 +107,7 @@ test: ## Every test: generated files, lint, unit, Rego, end-to-end and the chart
 
 # The longest packages are named first, so that go test starts them first
 # and the run does not end on one of them alone.
-SLOW_TEST_PACKAGES := ./test/charts ./test/e2e ./test/safety ./test/faults
+SLOW_TEST_PACKAGES := ./test/charts ./test/e2e ./test/safety ./test/faults ./engine ./fenceagent ./controller ./test/demo
 
 .PHONY: test-go
 test-go:
