@@ -85,7 +85,7 @@ build() {
 		trap - EXIT
 		# The etcd server's main package is the module root, named "server".
 		if [ -f "$out.tmp/server" ]; then mv "$out.tmp/server" "$out.tmp/etcd"; fi
-		# kube is the Kubernetes binaries in one, each run by its name.
+		# kube is the five Kubernetes daemons in one, each run by its name.
 		if [ -f "$out.tmp/kube" ]; then
 			local cmd
 			for cmd in $("$out.tmp/kube" names); do ln -s kube "$out.tmp/$cmd"; done

@@ -6,9 +6,9 @@
 # layer on an empty base, run as 65532:65532, the user the charts run it as.
 #
 # The same commit gives the same digest: the binary is built with -trimpath
-# (hack/build-fencegate.sh),
-# and the image's creation time and file times are the commit's time
-# (SOURCE_DATE_EPOCH overrides it). GOARCH picks the architecture.
+# (hack/build-fencegate.sh), and the image's creation time and file times are
+# the commit's time (SOURCE_DATE_EPOCH overrides it). GOARCH picks the
+# architecture.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
