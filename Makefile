@@ -61,7 +61,6 @@ generate: ## Regenerate deepcopy code, the CRD manifest and the fence API's Go c
 # nothing, so make test runs it while the tests compile the same files.
 .PHONY: verify-generate
 verify-generate: ## Fail if generated files are not up to date.
-	$(BUILD_TOOLS) controller-gen buf protoc-gen
 	hack/verify-generate.sh
 
 .PHONY: lint
