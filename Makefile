@@ -12,12 +12,20 @@ export FENCEGATE_CACHE := $(CACHE)
 export PATH := $(TOOLBIN):$(PATH)
 export FENCEGATE_TEST_ASSETS := $(TOOLBIN)
 
+# Every Go build under make (tools, bin/fencegate, go vet, the tests and
+# golangci-lint) compiles without DWARF: the tools and the test binaries are
+# linked without it anyway (-w), race reports and panics read the line table
+# instead, and compiling without it takes a sixth less time. A -gcflags of
+# your own in GOFLAGS wins: GOFLAGS=-gcflags=all=-dwarf=true builds for Delve.
+ifeq ($(filter -gcflags=%,$(GOFLAGS)),)
+export GOFLAGS := $(strip $(GOFLAGS) -gcflags=all=-dwarf=false)
+endif
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 # Each control plane takes ~330 MB and a core while it starts: keep few test
 # binaries running at once. The test binaries are linked without DWARF
-# (-w; stack traces and race reports do not need it): a second less for
-# each of some thirty links.
+# (-w): a second less for each of some thirty links.
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT  ?= 25m
 GO_TEST       ?= go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -ldflags=-w
