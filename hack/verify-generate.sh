@@ -14,7 +14,9 @@ trap 'rm -rf "$work"' EXIT
 (cd "$root" && git ls-files -z --cached --others --exclude-standard |
 	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
 	xargs -0 cp -P --parents -t "$work")
-make --no-print-directory -C "$work" generate FENCEGATE_CACHE="${FENCEGATE_CACHE:-$root/.cache}" >/dev/null
+# A make of its own (MAKEFLAGS cleared): the job server of a make that runs
+# this script does not reach it.
+MAKEFLAGS= make --no-print-directory -C "$work" generate FENCEGATE_CACHE="${FENCEGATE_CACHE:-$root/.cache}" >/dev/null
 stale=$(for d in "${generated[@]}"; do diff -r -q "$root/$d" "$work/$d" || true; done)
 if [ -n "$stale" ]; then
 	echo "${stale//$work\//(regenerated) }" | sed "s#$root/##g" >&2

@@ -52,10 +52,10 @@ var styleRules = []styleRule{
 		}
 		return nil
 	}},
-	{"IMPORT_NO_PUBLIC, IMPORT_NO_WEAK", func(f protoreflect.FileDescriptor) (bad []string) {
+	{"IMPORT_NO_PUBLIC", func(f protoreflect.FileDescriptor) (bad []string) {
 		for i := range f.Imports().Len() {
-			if imp := f.Imports().Get(i); imp.IsPublic || imp.IsWeak {
-				bad = append(bad, fmt.Sprintf("import %s is public or weak", imp.Path()))
+			if imp := f.Imports().Get(i); imp.IsPublic {
+				bad = append(bad, fmt.Sprintf("import %s is public", imp.Path()))
 			}
 		}
 		return bad
@@ -159,8 +159,7 @@ var styleRules = []styleRule{
 // each calls fn on every message, field, oneof, enum, service and method in
 // f, nested ones included.
 func each(f protoreflect.FileDescriptor, fn func(protoreflect.Descriptor)) {
-	var enums func(protoreflect.EnumDescriptors)
-	enums = func(es protoreflect.EnumDescriptors) {
+	enums := func(es protoreflect.EnumDescriptors) {
 		for i := range es.Len() {
 			fn(es.Get(i))
 		}
@@ -198,7 +197,7 @@ func each(f protoreflect.FileDescriptor, fn func(protoreflect.Descriptor)) {
 func toUpperSnake(s string) string {
 	var b strings.Builder
 	for i, r := range s {
-		if i > 0 && r >= 'A' && r <= 'Z' && !(s[i-1] >= 'A' && s[i-1] <= 'Z') {
+		if i > 0 && r >= 'A' && r <= 'Z' && (s[i-1] < 'A' || s[i-1] > 'Z') {
 			b.WriteByte('_')
 		}
 		b.WriteRune(r)
@@ -228,7 +227,7 @@ func TestStyleRulesCatch(t *testing.T) {
 		"PACKAGE_LOWER_SNAKE_CASE": `name: "fence/v1/a.proto" package: "fencegate.Fence.v1" syntax: "proto3"`,
 		"PACKAGE_VERSION_SUFFIX":   `name: "fence/v1/a.proto" package: "fencegate.fence" syntax: "proto3"`,
 		"FILE_LOWER_SNAKE_CASE":    `name: "fence/v1/Fence.proto" package: "fencegate.fence.v1" syntax: "proto3"`,
-		"IMPORT_NO_PUBLIC, IMPORT_NO_WEAK": `name: "fence/v1/a.proto" package: "fencegate.fence.v1" syntax: "proto3"
+		"IMPORT_NO_PUBLIC": `name: "fence/v1/a.proto" package: "fencegate.fence.v1" syntax: "proto3"
 			dependency: "google/protobuf/duration.proto" public_dependency: 0
 			message_type { name: "Wait" field { name: "wait" number: 1 type: TYPE_MESSAGE type_name: ".google.protobuf.Duration" } }`,
 		"IMPORT_USED": `name: "fence/v1/a.proto" package: "fencegate.fence.v1" syntax: "proto3"
