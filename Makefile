@@ -133,10 +133,13 @@ test-checks: check-tools vet
 test-build: test-tools
 	$(MAKE) --no-print-directory build
 
+# The tools the tests run.
 .PHONY: test-tools
 test-tools:
 	$(BUILD_TOOLS) kube etcd helm opa promtool image
 
+# The checks' tool that shares few packages with the others: built beside
+# test-tools at the lowest priority, little is compiled twice.
 .PHONY: check-tools
 check-tools:
 	nice -n 19 $(BUILD_TOOLS) golangci-lint
