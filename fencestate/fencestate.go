@@ -71,6 +71,26 @@ type State struct {
 	Reason string `json:"reason"`
 	// Message explains the status to a person.
 	Message string `json:"message"`
+	// ClusterGeneration is the newest generation of this cluster the
+	// authority gave the agent (0 before any): what it presents in its
+	// declarations, and what the Fence's status keeps for the cluster's
+	// next processes.
+	ClusterGeneration uint64 `json:"cluster_generation,omitempty"`
+	// EpochRefused is set while the authority refuses the epoch the agent
+	// was asked to declare and the agent goes on declaring the last epoch
+	// it had accepted (Cluster.Epoch); nil otherwise.
+	EpochRefused *EpochRefusal `json:"epoch_refused,omitempty"`
+}
+
+// EpochRefusal is the authority's refusal of an epoch the agent was asked
+// to declare, while the agent declares the last epoch it had accepted.
+type EpochRefusal struct {
+	// Epoch is the refused epoch.
+	Epoch uint64 `json:"epoch"`
+	// Reason is the authority's reason (EPOCH_STEP_TOO_LARGE).
+	Reason string `json:"reason"`
+	// Message explains the refusal and what to do, for a person.
+	Message string `json:"message"`
 }
 
 // Writer stores the fence state where policies read it. The policy engine

@@ -24,7 +24,23 @@ const (
 	// ReasonPermissionDenied: the authority does not let this cluster's
 	// identity declare as this cluster.
 	ReasonPermissionDenied = "PermissionDenied"
+	// ReasonClusterRestored: the authority refuses this cluster as a copy
+	// restored from a backup of it (CLUSTER_RESTORED); it admits nothing
+	// until an operator raises its epoch or forgets the cluster.
+	ReasonClusterRestored = "ClusterRestored"
+	// ReasonEpochStepTooLarge: the authority refused the epoch asked for
+	// as too far above the domain's highest (EPOCH_STEP_TOO_LARGE); the
+	// cluster goes on declaring the last epoch it had accepted.
+	ReasonEpochStepTooLarge = "EpochStepTooLarge"
+	// ReasonEpochAccepted: the authority accepted the epoch asked for.
+	ReasonEpochAccepted = "EpochAccepted"
 )
+
+// ConditionEpochAccepted is True while the authority accepts the epoch
+// this cluster asks for (max(--epoch, spec.epoch)), and False with reason
+// EpochStepTooLarge while it refuses it and the cluster goes on declaring
+// the last epoch it had accepted.
+const ConditionEpochAccepted = "EpochAccepted"
 
 // FenceSpec is what an operator asks of this cluster's fence.
 //
@@ -146,6 +162,13 @@ type ClusterFenceStatus struct {
 	// them.
 	// +optional
 	Components *FenceComponents `json:"components,omitempty"`
+
+	// ClusterGeneration is this cluster's generation as the authority last
+	// gave it to the leader. A process of this cluster presents it in its
+	// first declaration; one that presents a generation the authority has
+	// moved past runs in a copy restored from a backup (ClusterRestored).
+	// +optional
+	ClusterGeneration int64 `json:"clusterGeneration,omitempty"`
 
 	// Instances lists what each running fencegate replica applies, one
 	// entry per replica, each written by that replica.

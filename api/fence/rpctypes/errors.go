@@ -39,6 +39,11 @@ const (
 	// ReasonClusterInUse means a cluster's record cannot be forgotten while
 	// it holds the fence or is taking it over.
 	ReasonClusterInUse = "CLUSTER_IN_USE"
+	// ReasonClusterRestored means the declaring instance presents a
+	// cluster generation the authority has moved past: it runs in a copy of
+	// the cluster restored from a backup, which must not act as the
+	// cluster until an operator raises its epoch or forgets the cluster.
+	ReasonClusterRestored = "CLUSTER_RESTORED"
 )
 
 // The values of MetadataFenceReason: why a declaration is CLUSTER_FENCED.
@@ -83,6 +88,15 @@ const (
 	MetadataMethod = "method"
 	// MetadataCluster is the cluster a refused call acts as or on.
 	MetadataCluster = "cluster"
+	// MetadataClusterGeneration is the declaring cluster's current
+	// generation, on refusals of declarations that presented a current one.
+	MetadataClusterGeneration = "cluster_generation"
+	// MetadataPresentedGeneration is the generation a CLUSTER_RESTORED
+	// declaration presented.
+	MetadataPresentedGeneration = "presented_generation"
+	// MetadataBoundCluster names the cluster a UID is bound to, on the
+	// PermissionDenied refusal of a declaration that names another.
+	MetadataBoundCluster = "bound_cluster"
 )
 
 // Refusal returns a gRPC error with the given code and message that carries

@@ -656,9 +656,17 @@ type DeclareClusterEpochRequest struct {
 	// characters. The holder keeps at most 64 instances with a running lease:
 	// a new one beyond that is refused with ResourceExhausted until a lease
 	// ends or is released.
-	Instance      string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Instance string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
+	// The cluster's generation as this instance knows it: the newest
+	// cluster_generation an answer gave it, or at start the one its cluster
+	// keeps in its Fence's status; 0 when it knows none. The authority moves
+	// a cluster's generation on while the cluster declares, and refuses with
+	// CLUSTER_RESTORED a declaration that presents one it has moved past
+	// (a control plane restored from a backup of this cluster), unless the
+	// epoch is above every epoch the cluster declared before.
+	ClusterGeneration uint64 `protobuf:"varint,6,opt,name=cluster_generation,json=clusterGeneration,proto3" json:"cluster_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DeclareClusterEpochRequest) Reset() {
@@ -726,6 +734,13 @@ func (x *DeclareClusterEpochRequest) GetInstance() string {
 	return ""
 }
 
+func (x *DeclareClusterEpochRequest) GetClusterGeneration() uint64 {
+	if x != nil {
+		return x.ClusterGeneration
+	}
+	return 0
+}
+
 // DeclareClusterEpochResponse grants or renews the fence.
 type DeclareClusterEpochResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -734,9 +749,12 @@ type DeclareClusterEpochResponse struct {
 	// How long the lease lasts from the time the authority handled the call.
 	LeaseTtl *durationpb.Duration `protobuf:"bytes,2,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	// The fencing token of this holder.
-	Token         uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// The cluster's current generation, to present in the next declaration
+	// (refusals carry it in ErrorInfo metadata "cluster_generation").
+	ClusterGeneration uint64 `protobuf:"varint,4,opt,name=cluster_generation,json=clusterGeneration,proto3" json:"cluster_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DeclareClusterEpochResponse) Reset() {
@@ -786,6 +804,13 @@ func (x *DeclareClusterEpochResponse) GetLeaseTtl() *durationpb.Duration {
 func (x *DeclareClusterEpochResponse) GetToken() uint64 {
 	if x != nil {
 		return x.Token
+	}
+	return 0
+}
+
+func (x *DeclareClusterEpochResponse) GetClusterGeneration() uint64 {
+	if x != nil {
+		return x.ClusterGeneration
 	}
 	return 0
 }
@@ -1734,18 +1759,20 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\apending\x18\x03 \x01(\v2#.fencegate.fence.v1.PendingTakeoverR\apending\x12=\n" +
 	"\bclusters\x18\x04 \x03(\v2!.fencegate.fence.v1.ClusterRecordR\bclusters\x126\n" +
 	"\tlease_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x1a\n" +
-	"\brevision\x18\x06 \x01(\x03R\brevision\"\xaa\x01\n" +
+	"\brevision\x18\x06 \x01(\x03R\brevision\"\xd9\x01\n" +
 	"\x1aDeclareClusterEpochRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vcluster_uid\x18\x03 \x01(\tR\n" +
 	"clusterUid\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1a\n" +
-	"\binstance\x18\x05 \x01(\tR\binstance\"\x9f\x01\n" +
+	"\binstance\x18\x05 \x01(\tR\binstance\x12-\n" +
+	"\x12cluster_generation\x18\x06 \x01(\x04R\x11clusterGeneration\"\xce\x01\n" +
 	"\x1bDeclareClusterEpochResponse\x122\n" +
 	"\x06holder\x18\x01 \x01(\v2\x1a.fencegate.fence.v1.HolderR\x06holder\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"\xa3\x01\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12-\n" +
+	"\x12cluster_generation\x18\x04 \x01(\x04R\x11clusterGeneration\"\xa3\x01\n" +
 	"\x13ReleaseFenceRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
