@@ -44,6 +44,10 @@ type Options struct {
 	// harness (test/node) uses it to serve the API server on an address pods
 	// reach, with a certificate for its Service IP.
 	Configure func(*envtest.Environment) error
+	// RestoreFrom, if set, is an etcd snapshot (see ControlPlane.Snapshot):
+	// the control plane starts from it, as a cluster restored from a backup
+	// does, instead of from an empty etcd.
+	RestoreFrom string
 }
 
 // ControlPlane is a running kube-apiserver with its own etcd.
@@ -111,6 +115,12 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	if opts.Webhooks != nil {
 		env.WebhookInstallOptions = *opts.Webhooks
+	}
+	if opts.RestoreFrom != "" {
+		if err := restoreEtcd(env, assets, opts.RestoreFrom, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("restore control plane %q: %w", name, err)
+		}
 	}
 	if opts.Configure != nil {
 		if err := opts.Configure(env); err != nil {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -51,6 +52,22 @@ type ClusterSpec struct {
 	// as the chart's replicas; 0 means 1. The API server calls the first
 	// one's webhook; the others serve theirs on ports of their own.
 	Replicas int
+	// Label names the control plane, its kubeconfig context and its
+	// processes' logs; empty means Name. A copy of a cluster (restored from
+	// a backup) has the cluster's Name and a Label of its own.
+	Label string
+	// RestoreFrom, if set, is an etcd snapshot of a cluster's control
+	// plane (cluster.ControlPlane.Snapshot): the control plane starts from
+	// it, as a cluster restored from that backup.
+	RestoreFrom string
+}
+
+// label is the name the stack knows the cluster by.
+func (c ClusterSpec) label() string {
+	if c.Label != "" {
+		return c.Label
+	}
+	return c.Name
 }
 
 // Options configure a stack.
@@ -77,6 +94,9 @@ type Options struct {
 	// InstanceLease is each fencegate process's Lease
 	// (--instance-lease-duration); zero means its default (15s).
 	InstanceLease time.Duration
+	// AuthorityFlags are more flags for the authority the stack starts,
+	// e.g. a short --cluster-generation-period.
+	AuthorityFlags []string
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
 }
@@ -111,6 +131,9 @@ type Stack struct {
 type Cluster struct {
 	// Name is the cluster's name.
 	Name string
+	// Label is the name the stack knows it by: its kubeconfig context and
+	// its processes' logs (Name, unless a copy of a cluster has its own).
+	Label string
 	// Epoch is the epoch its fencegate starts with (--epoch).
 	Epoch uint64
 	// ControlPlane is the cluster's API server.
@@ -221,30 +244,57 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	s.Fence = fencev1.NewFenceServiceClient(s.conn)
 
 	for _, spec := range opts.Clusters {
-		opts.Say("starting control plane %q (kube-apiserver + etcd)", spec.Name)
-		webhooks := cluster.ComponentWebhooks()
-		cp, err := cluster.Start(cluster.Options{Name: spec.Name, Webhooks: webhooks})
-		if err != nil {
+		if err := s.startCluster(ctx, spec); err != nil {
 			return s, err
-		}
-		c := &Cluster{Name: spec.Name, Epoch: spec.Epoch, ControlPlane: cp, webhooks: webhooks}
-		s.Clusters = append(s.Clusters, c)
-		if c.Kubeconfig, _, err = cp.AddUser(ControllerUser, "system:masters"); err != nil {
-			return s, err
-		}
-		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil {
-			return s, fmt.Errorf("create namespace %s in %s: %w", Namespace, spec.Name, err)
-		}
-		for range max(spec.Replicas, 1) {
-			if err := s.StartReplica(ctx, c); err != nil {
-				return s, err
-			}
 		}
 	}
 	if s.Kubeconfig, err = s.mergeKubeconfigs(); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// AddCluster starts one more cluster beside the running ones: a control
+// plane and its fencegate processes. With MTLS its processes declare with
+// the certificate of the cluster's Name, which Start made for the clusters
+// of Options.Clusters (a copy of one of them restored from a backup has the
+// same). Kubeconfig gains the cluster's context.
+func (s *Stack) AddCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
+	if err := s.startCluster(ctx, spec); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.Kubeconfig, err = s.mergeKubeconfigs(); err != nil {
+		return nil, err
+	}
+	return s.Clusters[len(s.Clusters)-1], nil
+}
+
+// startCluster starts a cluster's control plane, from a snapshot when the
+// spec names one, and its fencegate processes.
+func (s *Stack) startCluster(ctx context.Context, spec ClusterSpec) error {
+	label := spec.label()
+	s.opts.Say("starting control plane %q (kube-apiserver + etcd)", label)
+	webhooks := cluster.ComponentWebhooks()
+	cp, err := cluster.Start(cluster.Options{Name: label, Webhooks: webhooks, RestoreFrom: spec.RestoreFrom})
+	if err != nil {
+		return err
+	}
+	c := &Cluster{Name: spec.Name, Label: label, Epoch: spec.Epoch, ControlPlane: cp, webhooks: webhooks}
+	s.Clusters = append(s.Clusters, c)
+	if c.Kubeconfig, _, err = cp.AddUser(ControllerUser, "system:masters"); err != nil {
+		return err
+	}
+	// A restored control plane has the namespace already.
+	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s in %s: %w", Namespace, label, err)
+	}
+	for range max(spec.Replicas, 1) {
+		if err := s.StartReplica(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mergeKubeconfigs writes one kubeconfig with every cluster's admin
@@ -254,7 +304,7 @@ func (s *Stack) mergeKubeconfigs() (string, error) {
 	for _, c := range s.Clusters {
 		cfg, err := clientcmd.LoadFromFile(c.ControlPlane.Kubeconfig)
 		if err != nil {
-			return "", fmt.Errorf("kubeconfig of %s: %w", c.Name, err)
+			return "", fmt.Errorf("kubeconfig of %s: %w", c.Label, err)
 		}
 		maps.Copy(merged.Clusters, cfg.Clusters)
 		maps.Copy(merged.AuthInfos, cfg.AuthInfos)
@@ -287,15 +337,16 @@ func (s *Stack) configPath() string { return filepath.Join(s.Dir, "config", "con
 // /healthz and /readyz.
 func (s *Stack) AuthorityMetricsAddress() string { return s.authorityHealth }
 
-// Cluster returns the named cluster; it panics on a name the stack does not
-// have, which is a bug in the caller.
-func (s *Stack) Cluster(name string) *Cluster {
+// Cluster returns the cluster the stack knows by label (its name, unless
+// it is a copy with a label of its own); it panics on a label the stack
+// does not have, which is a bug in the caller.
+func (s *Stack) Cluster(label string) *Cluster {
 	for _, c := range s.Clusters {
-		if c.Name == name {
+		if c.Label == label {
 			return c
 		}
 	}
-	panic("stack has no cluster " + name)
+	panic("stack has no cluster " + label)
 }
 
 // StartAuthority starts the authority on its address and data directory,
@@ -315,6 +366,7 @@ func (s *Stack) StartAuthority(ctx context.Context) error {
 	if s.opts.LeaseTTL > 0 {
 		args = append(args, "--lease-ttl", s.opts.LeaseTTL.String())
 	}
+	args = append(args, s.opts.AuthorityFlags...)
 	var err error
 	if s.Authority, err = proc.Start(s.Binary, s.Dir, "authority", args...); err != nil {
 		return err
@@ -340,7 +392,7 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 			return err
 		}
 	}
-	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Name, c.Epoch, r.Webhook)
+	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Label, c.Epoch, r.Webhook)
 	args := []string{"run",
 		"--cluster-name", c.Name,
 		"--epoch", strconv.FormatUint(c.Epoch, 10),
@@ -365,9 +417,9 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 	if s.opts.InstanceLease > 0 {
 		args = append(args, "--instance-lease-duration", s.opts.InstanceLease.String())
 	}
-	name := fmt.Sprintf("%s-epoch%d", c.Name, c.Epoch)
+	name := fmt.Sprintf("%s-epoch%d", c.Label, c.Epoch)
 	if c.started > 0 {
-		name = fmt.Sprintf("%s-%d-epoch%d", c.Name, c.started, c.Epoch)
+		name = fmt.Sprintf("%s-%d-epoch%d", c.Label, c.started, c.Epoch)
 	}
 	c.started++
 	if r.Run, err = proc.Start(s.Binary, s.Dir, name, args...); err != nil {
