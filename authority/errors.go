@@ -55,6 +55,13 @@ func declareRefusal(domain string, d statemachine.Declaration, r statemachine.Re
 			"cluster %q (uid %s) declared epoch %d, below epoch %d that it declared before%s; "+
 				"a cluster restored from a backup or a lowered epoch setting does this: set %s's epoch to at least %d",
 			d.Cluster.Name, d.Cluster.UID, d.Epoch, a.HighestEpoch, inDomain(domain), d.Cluster.Name, a.HighestEpoch), md)
+	}
+	if a.ClusterGeneration != 0 {
+		// A fenced or acquiring cluster is a current copy of itself
+		// too: it learns its generation from its refusals.
+		md[rpctypes.MetadataClusterGeneration] = strconv.FormatUint(a.ClusterGeneration, 10)
+	}
+	switch a.Outcome {
 	case statemachine.Acquiring:
 		md[rpctypes.MetadataRetryAfterMs] = strconv.FormatInt(ceilMillis(a.RetryAfter), 10)
 		return refusal(rpctypes.ReasonAcquiring, fmt.Sprintf(
@@ -115,6 +122,35 @@ func epochStepRefusal(domain string, d statemachine.Declaration, e *statemachine
 		"cluster %q declared epoch %d, more than %d above %d, the highest epoch declared%s; nothing was recorded. "+
 			"Declare at most %d (one above the holder's epoch is enough to take over)",
 		d.Cluster.Name, e.Declared, e.MaxStep, e.Highest, inDomainOrDefault(domain), e.Highest+min(e.MaxStep, math.MaxUint64-e.Highest)), md)
+}
+
+// bindingRefusal refuses a declaration of a cluster UID under another name
+// than the one it is bound to: the caller acts as a cluster it is not, or
+// a cluster UID was copied between clusters' settings.
+func bindingRefusal(ctx context.Context, domain string, e *statemachine.BindingError) error {
+	return rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, e.Error()+inDomain(domain), map[string]string{
+		rpctypes.MetadataDomain:       domain,
+		rpctypes.MetadataCluster:      e.Declared,
+		rpctypes.MetadataBoundCluster: e.Bound,
+		rpctypes.MetadataIdentity:     actor(ctx).Identity,
+	})
+}
+
+// restoredRefusal refuses a declaration that presents a stale generation
+// of its cluster. The metadata carries the generation presented, never the
+// current one: a copy restored from a backup must not learn it from its
+// refusal.
+func restoredRefusal(domain string, d statemachine.Declaration, e *statemachine.RestoredError) error {
+	return refusal(rpctypes.ReasonClusterRestored, fmt.Sprintf(
+		"cluster %q (uid %s) looks restored from a backup%s: this instance (%q) presents generation %d of the cluster, which the authority moved past; "+
+			"it is told it holds nothing and admits nothing. If this copy should take over, fail over to it (fencegate failover --to %s raises its epoch above %d); "+
+			"otherwise remove it. A process cut off from the authority for longer than two generation periods is told the same, and recovers once its peers' Fence shows the current generation",
+		d.Cluster.Name, d.Cluster.UID, inDomain(domain), d.Instance, e.Presented, d.Cluster.Name, e.HighestEpoch), map[string]string{
+		rpctypes.MetadataDomain:              domain,
+		rpctypes.MetadataDeclaredEpoch:       strconv.FormatUint(d.Epoch, 10),
+		rpctypes.MetadataHighestEpoch:        strconv.FormatUint(e.HighestEpoch, 10),
+		rpctypes.MetadataPresentedGeneration: strconv.FormatUint(e.Presented, 10),
+	})
 }
 
 // revokeRefusal refuses to revoke leases of a cluster that holds none.

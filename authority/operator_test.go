@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority/authoritytest"
+	"github.com/fencegate/fencegate/authority/statemachine"
 )
 
 func declareAs(name, instance string, epoch uint64) *fencev1.DeclareClusterEpochRequest {
@@ -243,7 +244,8 @@ func TestForgetCluster(t *testing.T) {
 // history limit; since and limit select.
 func TestHistory(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: 15 * time.Second, Clock: clock, HistoryLimit: 6, Quiet: true})
+	const limit = statemachine.MaxHistoryPerChange
+	srv := authoritytest.Start(t, authoritytest.Options{LeaseTTL: 15 * time.Second, Clock: clock, HistoryLimit: limit, Quiet: true})
 	c := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -256,6 +258,17 @@ func TestHistory(t *testing.T) {
 		return func() error { _, err := c.DeclareClusterEpoch(ctx, declareAs(name, inst, epoch)); return err }
 	}
 	step(0, declare("east", "e1", 1)) // granted (first)
+	// More entries than the limit keeps: an instance that declares and
+	// releases, again and again.
+	for range limit {
+		step(0, declare("east", "filler", 1))
+		step(0, func() error {
+			r := releaseReq("", "east", 1)
+			r.Instance = "filler"
+			_, err := c.ReleaseFence(ctx, r)
+			return err
+		})
+	}
 	step(time.Second, declare("east", "e2", 1))
 	step(time.Second, declare("west", "w1", 2)) // pending
 	step(time.Second, func() error {            // e1 releases
@@ -278,16 +291,20 @@ func TestHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := len(all.GetEvents()); n != limit {
+		t.Fatalf("%d history entries kept, want the limit %d", n, limit)
+	}
+	events := all.GetEvents()[limit-6:]
 	var got []string
-	for _, ev := range all.GetEvents() {
+	for _, ev := range events {
 		got = append(got, strings.ToLower(strings.TrimPrefix(ev.GetType().String(), "FENCE_HISTORY_EVENT_TYPE_"))+" "+ev.GetClusterName()+" "+ev.GetInstance())
 	}
-	// Eight changes, of which the limit keeps the newest six.
+	// The newest six are the changes after the filler's.
 	want := []string{"pending west ", "released east e1", "lease_expired east e2", "granted west w1", "revoked west ", "forgotten east "}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Fatalf("history\n  %s\nwant\n  %s", strings.Join(got, "; "), strings.Join(want, "; "))
 	}
-	grant := all.GetEvents()[3]
+	grant := events[3]
 	fence, err := c.GetFence(ctx, &fencev1.GetFenceRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -295,14 +312,14 @@ func TestHistory(t *testing.T) {
 	if grant.GetToken() != fence.GetFence().GetHolder().GetToken() || grant.GetGrant() != "after_expiry" || grant.GetPrevious().GetClusterName() != "east" {
 		t.Errorf("grant %v: want west's token %d, after_expiry, from east", grant, fence.GetFence().GetHolder().GetToken())
 	}
-	if expired := all.GetEvents()[2]; !expired.GetTime().AsTime().Equal(time.Unix(1_700_000_001, 0).Add(15 * time.Second)) {
+	if expired := events[2]; !expired.GetTime().AsTime().Equal(time.Unix(1_700_000_001, 0).Add(15 * time.Second)) {
 		t.Errorf("e2's lease expired at %s, want when it ended", expired.GetTime().AsTime())
 	}
 	if a := grant.GetActor(); a.GetMethod() != fencev1.FenceService_DeclareClusterEpoch_FullMethodName || a.GetPeer() == "" {
 		t.Errorf("grant's actor %v", a)
 	}
 
-	since, err := c.GetFenceHistory(ctx, &fencev1.GetFenceHistoryRequest{Since: all.GetEvents()[4].GetTime()})
+	since, err := c.GetFenceHistory(ctx, &fencev1.GetFenceHistoryRequest{Since: events[4].GetTime()})
 	if err != nil || len(since.GetEvents()) != 2 {
 		t.Errorf("since the revocation: %v, %v; want 2 events", since.GetEvents(), err)
 	}

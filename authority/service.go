@@ -37,9 +37,16 @@ type Options struct {
 	// if empty. Authorities that share an etcd and a prefix are replicas
 	// of one authority.
 	KeyPrefix string
-	// Clock is the authority's clock: lease expiry is judged by it at the
-	// time of each transaction. Nil means the real clock.
+	// Clock is the authority's wall clock: the times it records and
+	// shows. Nil means the real clock.
 	Clock clock.PassiveClock
+	// Monotonic reads the replica's monotonic clock, by which lease ends
+	// are judged (see docs/design.md, "Clocks"); nil means the time since
+	// New by Clock.
+	Monotonic func() time.Duration
+	// ClusterGenerationPeriod is how often a declaring cluster's
+	// generation moves on; 0 means statemachine.DefaultGenerationPeriod.
+	ClusterGenerationPeriod time.Duration
 	// MaxEpochStep is how far above the highest epoch of a domain a
 	// declaration may go; 0 means statemachine.DefaultMaxEpochStep.
 	MaxEpochStep uint64
@@ -82,7 +89,10 @@ func New(client *clientv3.Client, opts Options) (*Service, error) {
 		HistoryLimit: opts.HistoryLimit,
 		Prefix:       opts.KeyPrefix,
 		Clock:        opts.Clock,
+		Monotonic:    opts.Monotonic,
 		Registerer:   opts.Registerer,
+
+		GenerationPeriod: opts.ClusterGenerationPeriod,
 	})
 	if err != nil {
 		return nil, err
@@ -108,9 +118,10 @@ func (s *Service) Check(ctx context.Context) error { return s.store.Check(ctx) }
 // the fence by the rules of package statemachine.
 func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
 	d := statemachine.Declaration{
-		Cluster:  statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
-		Epoch:    req.GetEpoch(),
-		Instance: req.GetInstance(),
+		Cluster:    statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
+		Epoch:      req.GetEpoch(),
+		Instance:   req.GetInstance(),
+		Generation: req.GetClusterGeneration(),
 	}
 	domain, err := requestDomain(req.GetDomain())
 	var result statemachine.Result
@@ -119,8 +130,18 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 	}
 	if err != nil {
 		st := s.failure("declare", err)
-		if stepErr := (*statemachine.EpochStepError)(nil); errors.As(err, &stepErr) {
+		var stepErr *statemachine.EpochStepError
+		var bindingErr *statemachine.BindingError
+		var restoredErr *statemachine.RestoredError
+		switch {
+		case errors.As(err, &stepErr):
 			st = epochStepRefusal(domain, d, stepErr)
+		case errors.As(err, &bindingErr):
+			st = bindingRefusal(ctx, domain, bindingErr)
+			s.log.Info("declaration refused: cluster uid bound to another name", "domain", domain, "uid", bindingErr.UID,
+				"declared", bindingErr.Declared, "bound", bindingErr.Bound, "identity", actor(ctx).Identity)
+		case errors.As(err, &restoredErr):
+			st = restoredRefusal(domain, d, restoredErr)
 		}
 		s.metrics.declarations.WithLabelValues(resultLabel(st)).Inc()
 		return nil, st
@@ -136,6 +157,8 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 		Holder:   holderProto(result.State.Holder),
 		LeaseTtl: durationpb.New(s.store.LeaseTTL()),
 		Token:    result.State.Holder.Token,
+
+		ClusterGeneration: result.Answer.ClusterGeneration,
 	}, nil
 }
 

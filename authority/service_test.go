@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,6 +244,15 @@ func checkRefusal(t *testing.T, what string, err error, c call, domain string) {
 			want[k] = v
 		}
 		want["domain"] = domain
+		// A fenced or acquiring cluster is told its generation, a time
+		// the test does not script: it must be there, and a number.
+		if c.wantReason == rpctypes.ReasonClusterFenced || c.wantReason == rpctypes.ReasonAcquiring {
+			g := info.GetMetadata()[rpctypes.MetadataClusterGeneration]
+			if n, err := strconv.ParseUint(g, 10, 64); err != nil || n == 0 {
+				t.Errorf("%s: cluster generation %q in the ErrorInfo, want a positive number", what, g)
+			}
+			want[rpctypes.MetadataClusterGeneration] = g
+		}
 		if diff := cmp.Diff(want, info.GetMetadata()); diff != "" {
 			t.Errorf("%s: ErrorInfo metadata (-want +got):\n%s", what, diff)
 		}

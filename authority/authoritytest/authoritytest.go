@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -33,9 +34,16 @@ const startTimeout = 30 * time.Second
 type Options struct {
 	// LeaseTTL is the lease length; 15s if 0.
 	LeaseTTL time.Duration
-	// Clock is the authority's clock; nil means the real one. A fake clock
-	// (k8s.io/utils/clock/testing) lets a test expire leases at will.
+	// Clock is the authority's wall clock; nil means the real one. A fake
+	// clock (k8s.io/utils/clock/testing) lets a test expire leases at
+	// will: without Monotonic, lease ends are judged by it too.
 	Clock clock.PassiveClock
+	// Monotonic, if set, is the authority's monotonic clock, by which it
+	// judges lease ends (authority.Options.Monotonic).
+	Monotonic func() time.Duration
+	// ClusterGenerationPeriod is how often a declaring cluster's
+	// generation moves on; 0 means the default.
+	ClusterGenerationPeriod time.Duration
 	// Quiet discards the authority's and etcd's logs instead of logging
 	// them to the test. A benchmark's are always discarded: it prints
 	// everything it logs, which would bury the figures.
@@ -171,29 +179,44 @@ func (s *Server) start(lis net.Listener) error {
 		reg = prometheus.NewRegistry()
 	}
 	s.registered = true
-	svc, err := authority.New(e.Client(), authority.Options{
-		LeaseTTL:     s.opts.LeaseTTL,
-		MaxEpochStep: s.opts.MaxEpochStep,
-		HistoryLimit: s.opts.HistoryLimit,
-		Clock:        s.opts.Clock,
-		Logger:       s.log,
-		Registerer:   reg,
-	})
-	fail := func(err error) error {
-		_ = lis.Close()
+	stop, serve, err := serveAuthority(e.Client(), lis, s.opts, s.log, reg)
+	if err != nil {
 		e.Close()
 		return err
 	}
+	s.mu.Lock()
+	s.running = &instance{etcd: e, stop: stop, serve: serve}
+	s.mu.Unlock()
+	return nil
+}
+
+// serveAuthority serves the authority opts describe on lis, over an etcd
+// client, until stop is called; serve receives Serve's error. It closes lis
+// if it fails.
+func serveAuthority(client *clientv3.Client, lis net.Listener, opts Options, log logr.Logger, reg prometheus.Registerer) (stop context.CancelFunc, serve chan error, err error) {
+	svc, err := authority.New(client, authority.Options{
+		LeaseTTL:     opts.LeaseTTL,
+		MaxEpochStep: opts.MaxEpochStep,
+		HistoryLimit: opts.HistoryLimit,
+		Clock:        opts.Clock,
+		Monotonic:    opts.Monotonic,
+		Logger:       log,
+		Registerer:   reg,
+
+		ClusterGenerationPeriod: opts.ClusterGenerationPeriod,
+	})
 	if err != nil {
-		return fail(err)
+		_ = lis.Close()
+		return nil, nil, err
 	}
 	run, stop := context.WithCancel(context.Background())
-	guardOpts := authz.GuardOptions{Logger: s.log, Registerer: reg}
-	if s.opts.AuthorizationFile != "" {
-		source, err := authz.NewSource(s.opts.AuthorizationFile, authz.SourceOptions{Logger: s.log, Registerer: reg})
+	guardOpts := authz.GuardOptions{Logger: log, Registerer: reg}
+	if opts.AuthorizationFile != "" {
+		source, err := authz.NewSource(opts.AuthorizationFile, authz.SourceOptions{Logger: log, Registerer: reg})
 		if err != nil {
 			stop()
-			return fail(err)
+			_ = lis.Close()
+			return nil, nil, err
 		}
 		go func() { _ = source.Start(run) }()
 		guardOpts.Policy = source.Policy
@@ -201,19 +224,64 @@ func (s *Server) start(lis net.Listener) error {
 	guard, err := authz.NewGuard(guardOpts)
 	if err != nil {
 		stop()
-		return fail(err)
+		_ = lis.Close()
+		return nil, nil, err
 	}
 	var grpcOpts []grpc.ServerOption
-	if s.opts.TLS != nil {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	if opts.TLS != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
-	inst := &instance{etcd: e, stop: stop, serve: make(chan error, 1)}
+	serve = make(chan error, 1)
 	srv := authority.NewServer(svc, guard, grpcOpts...)
-	go func() { inst.serve <- srv.Serve(run, lis) }()
+	go func() { serve <- srv.Serve(run, lis) }()
+	return stop, serve, nil
+}
+
+// ReplicaOptions are what a replica of a test authority has of its own.
+type ReplicaOptions struct {
+	// Clock and Monotonic are the replica's clocks; nil means the real
+	// ones.
+	Clock     clock.PassiveClock
+	Monotonic func() time.Duration
+}
+
+// Replica is another replica of a test authority: its own gRPC listener
+// and clocks, sharing the authority's etcd and every other setting.
+type Replica struct {
+	// Addr is the host:port of the replica's gRPC listener.
+	Addr string
+}
+
+// AddReplica starts another replica of the authority on its etcd, stopped
+// when the test ends. It serves until the test ends even if the authority
+// is stopped, but its calls fail while the authority's etcd is down; after
+// a Restart it has lost its etcd client, so tests that restart the
+// authority do not add replicas.
+func (s *Server) AddReplica(t testing.TB, ro ReplicaOptions) *Replica {
+	t.Helper()
 	s.mu.Lock()
-	s.running = inst
+	running := s.running
 	s.mu.Unlock()
-	return nil
+	if running == nil {
+		t.Fatal("add a replica to a stopped test authority")
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen for a replica of the test authority: %v", err)
+	}
+	opts := s.opts
+	opts.Clock, opts.Monotonic = ro.Clock, ro.Monotonic
+	stop, serve, err := serveAuthority(running.etcd.Client(), lis, opts, s.log, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("start a replica of the test authority: %v", err)
+	}
+	t.Cleanup(func() {
+		stop()
+		if err := <-serve; err != nil {
+			s.log.Error(err, "replica of the test authority stopped with an error")
+		}
+	})
+	return &Replica{Addr: lis.Addr().String()}
 }
 
 // listenAgain binds addr, waiting while the port is still held by the

@@ -132,15 +132,19 @@ func FuzzDeclare(f *testing.F) {
 	machine := Machine{LeaseTTL: ttl}
 	f.Fuzz(func(t *testing.T, name, uid string, epoch uint64, instance string, offset int64) {
 		now := t0.Add(time.Duration(offset % int64(24*time.Hour)))
-		d := Declaration{Cluster: Identity{Name: name, UID: uid}, Epoch: epoch, Instance: instance}
 		for _, s := range fuzzStates() {
+			d := presenting(s, Declaration{Cluster: Identity{Name: name, UID: uid}, Epoch: epoch, Instance: instance})
 			before := s.Clone()
 			r, err := machine.Declare(s, d, now)
 			if !reflect.DeepEqual(s, before) {
 				t.Fatalf("Declare changed the state it was given: %+v, was %+v", s, before)
 			}
 			if err != nil {
-				checkFieldError(t, err, "cluster_name", "cluster_uid", "epoch", "instance")
+				if record, seen := s.Clusters[uid]; seen && record.Name != name {
+					checkBindingError(t, err, record.Name)
+				} else {
+					checkFieldError(t, err, "cluster_name", "cluster_uid", "epoch", "instance")
+				}
 				if !reflect.DeepEqual(r, Result{}) {
 					t.Fatalf("a refused request returned a result: %+v", r)
 				}
@@ -174,7 +178,7 @@ func checkDeclared(t *testing.T, s State, r Result, d Declaration, now time.Time
 	}
 	old, next := upgraded(s.Holder), r.State.Holder
 	checkSummary(t, next)
-	own := Lease{Epoch: d.Epoch, ExpiresAt: At(now).Add(lease)}
+	own := Lease{Epoch: d.Epoch, ExpiresAt: At(now).Add(lease), Seq: r.State.LeaseSeq, TTL: lease}
 	switch r.Answer.Outcome {
 	case Granted:
 		if next == nil || !next.Is(d.Cluster) || next.Epoch != d.Epoch || next.Token != 0 || !reflect.DeepEqual(next.Instances, map[string]Lease{d.Instance: own}) || r.State.Pending != nil {
@@ -391,10 +395,14 @@ func FuzzSequence(f *testing.F) {
 					delete(highest, c.UID)
 				}
 			case op%3 != 2:
-				d := Declaration{Cluster: c, Epoch: epoch, Instance: instance}
+				d := presenting(s, Declaration{Cluster: c, Epoch: epoch, Instance: instance})
 				r, err := machine.Declare(s, d, now)
 				if !reflect.DeepEqual(s, before) {
 					t.Fatalf("step %d: Declare changed the state it was given", i/3)
+				}
+				if record, seen := s.Clusters[c.UID]; err != nil && seen && record.Name != c.Name {
+					checkBindingError(t, err, record.Name)
+					continue
 				}
 				if err != nil {
 					if epoch != 0 {
@@ -430,6 +438,10 @@ func FuzzSequence(f *testing.F) {
 				r, err := machine.Release(s, rel, now)
 				if !reflect.DeepEqual(s, before) {
 					t.Fatalf("step %d: Release changed the state it was given", i/3)
+				}
+				if record, seen := s.Clusters[c.UID]; err != nil && seen && record.Name != c.Name {
+					checkBindingError(t, err, record.Name)
+					continue
 				}
 				if err != nil {
 					if epoch != 0 {
@@ -488,5 +500,15 @@ func operatorStep(t *testing.T, machine Machine, s State, op byte, c Identity, i
 			t.Fatalf("forgot %s while it holds the fence or is taking it over", c.Name)
 		}
 		return r.State
+	}
+}
+
+// checkBindingError checks that err refuses a declaration of a UID under
+// another name than bound, the name it is bound to.
+func checkBindingError(t *testing.T, err error, bound string) {
+	t.Helper()
+	var bindingErr *BindingError
+	if !errors.As(err, &bindingErr) || bindingErr.Bound != bound {
+		t.Fatalf("error %v (%T), want a BindingError naming %q", err, err, bound)
 	}
 }

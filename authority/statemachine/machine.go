@@ -42,6 +42,55 @@ func (e *EpochStepError) Error() string {
 	return fmt.Sprintf("epoch %d is more than %d above the highest epoch %d declared in the domain", e.Declared, e.MaxStep, e.Highest)
 }
 
+// BindingError refuses a declaration of a cluster UID under another name
+// than the one the UID is bound to. Nothing of it is recorded.
+type BindingError struct {
+	// UID is the declared cluster UID.
+	UID string
+	// Declared is the name it was declared under.
+	Declared string
+	// Bound is the name the UID is bound to.
+	Bound string
+}
+
+func (e *BindingError) Error() string {
+	return fmt.Sprintf("cluster uid %q is bound to cluster %q, not %q: a cluster cannot declare another cluster's UID; to rename a cluster, forget it first (fencegate fence forget --cluster %s)",
+		e.UID, e.Bound, e.Declared, e.Bound)
+}
+
+// RestoredError refuses a declaration that presents a generation of its
+// cluster that is neither the current nor the previous one, at an epoch
+// no higher than the cluster ever declared: the process runs in a copy of
+// the cluster restored from an older backup, or was cut off for longer
+// than two generation periods while its peers went on. Nothing of it is
+// recorded. Raising the cluster's epoch (a failover to it) or forgetting
+// the cluster lets it declare again.
+type RestoredError struct {
+	// Cluster is the declaring cluster.
+	Cluster Identity
+	// Presented is the generation it presented.
+	Presented uint64
+	// Current is the cluster's current generation.
+	Current uint64
+	// HighestEpoch is the highest epoch the cluster declared.
+	HighestEpoch uint64
+}
+
+func (e *RestoredError) Error() string {
+	return fmt.Sprintf("cluster %q presents generation %d, but its current generation is %d: it looks restored from a backup; it may declare again once its epoch is raised above %d (fencegate failover --to %s) or it is forgotten",
+		e.Cluster.Name, e.Presented, e.Current, e.HighestEpoch, e.Cluster.Name)
+}
+
+// MaxHistoryPerChange is the most history entries one step writes: a lease
+// ended for each instance the holder can have, the grant that follows
+// them and the change of the pending takeover. The history must keep at
+// least that many, or one transaction would add entries and drop them.
+const MaxHistoryPerChange = MaxInstances + 2
+
+// DefaultGenerationPeriod is how often a declaring cluster's generation
+// moves on when the Machine sets no other period.
+const DefaultGenerationPeriod = time.Minute
+
 // Outcome is how the authority answers a declaration.
 type Outcome int
 
@@ -118,6 +167,9 @@ type Answer struct {
 	// HighestEpoch is the highest epoch the cluster had declared before this
 	// declaration; for Regressed it is the epoch it fell below.
 	HighestEpoch uint64
+	// ClusterGeneration is the declaring cluster's generation after the
+	// declaration, for the instance to present next; 0 for Regressed.
+	ClusterGeneration uint64
 }
 
 // OK reports whether the declaring cluster holds the fence after the call.
@@ -139,6 +191,23 @@ type Machine struct {
 	// MaxEpochStep is how far above the highest epoch of the domain a
 	// declaration may go; 0 means DefaultMaxEpochStep.
 	MaxEpochStep uint64
+	// GenerationPeriod is how often a declaring cluster's generation
+	// moves on; 0 means DefaultGenerationPeriod.
+	GenerationPeriod time.Duration
+}
+
+// generationPeriod is the period in force.
+func (m Machine) generationPeriod() time.Duration {
+	if m.GenerationPeriod == 0 {
+		return DefaultGenerationPeriod
+	}
+	return m.GenerationPeriod
+}
+
+// lease is a new lease at epoch from time at, numbered in s.
+func (m Machine) lease(s *State, epoch uint64, at UnixNano) Lease {
+	s.LeaseSeq++
+	return Lease{Epoch: epoch, ExpiresAt: at.Add(m.LeaseTTL), Seq: s.LeaseSeq, TTL: m.LeaseTTL}
 }
 
 // maxEpochStep is the step in force.
@@ -151,7 +220,9 @@ func (m Machine) maxEpochStep() uint64 {
 
 // Declare applies DeclareClusterEpoch(d) to s at the authority's time now.
 // It never changes s. A bad request returns a *rpctypes.FieldError (case
-// 1), an epoch too far above the domain's highest an *EpochStepError, and a
+// 1), an epoch too far above the domain's highest an *EpochStepError, a
+// cluster UID declared under another name than the one it is bound to a
+// *BindingError, a stale cluster generation a *RestoredError, and a
 // new instance of the holder beyond MaxInstances a *LimitError; every other
 // declaration, accepted or refused, records the cluster's epoch and the
 // time it was seen. Leases are kept per instance of the holder: a renewal
@@ -173,6 +244,14 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		next.Clusters = map[string]Cluster{}
 	}
 	record, seen := next.Clusters[d.Cluster.UID]
+	if seen && record.Name != d.Cluster.Name {
+		return Result{}, &BindingError{UID: d.Cluster.UID, Declared: d.Cluster.Name, Bound: record.Name}
+	}
+	// A regression is answered as one (case 2) whatever the generation: an
+	// epoch below the cluster's highest is never accepted anyway.
+	if seen && d.Epoch == record.HighestEpoch && !record.acceptsGeneration(d.Generation) {
+		return Result{}, &RestoredError{Cluster: d.Cluster, Presented: d.Generation, Current: record.Generation, HighestEpoch: record.HighestEpoch}
+	}
 	answer := Answer{HighestEpoch: record.HighestEpoch}
 	record.Name = d.Cluster.Name
 	record.LastEpoch = d.Epoch
@@ -192,7 +271,7 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 	case holder.Is(d.Cluster): // case 4
 		// A revocation holds for the epochs it was made at; a higher one
 		// is an operator's new decision for this cluster.
-		if l, ok := holder.Instances[d.Instance]; ok && l.Revoked && d.Epoch <= l.Epoch || holder.Revoked && d.Epoch <= holder.RevokedEpoch {
+		if holder.instanceRevoked(d.Instance, d.Epoch) {
 			// Neither renewed nor granted: the revoked leases run out,
 			// and the fence may then move.
 			answer.Outcome, answer.FenceReason = Fenced, LeaseRevoked
@@ -217,7 +296,10 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 			holder.Revoked, holder.RevokedEpoch, holder.RevokedBy = false, 0, ""
 		}
 		history = holder.prune(at)
-		holder.Instances[d.Instance] = Lease{Epoch: d.Epoch, ExpiresAt: at.Add(m.LeaseTTL)}
+		// Not revoked at this epoch: any revocation the instance
+		// outlived was at a lower one.
+		delete(holder.RevokedInstances, d.Instance)
+		holder.Instances[d.Instance] = m.lease(&next, d.Epoch, at)
 		holder.summarize()
 		next.Pending = nil
 
@@ -254,6 +336,20 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		next.Pending = &Pending{Identity: d.Cluster, Epoch: d.Epoch, RequestedAt: requested}
 	}
 	granted := answer.Outcome == Granted
+	if answer.Outcome != Regressed {
+		if d.Generation != 0 && (d.Generation == record.Generation || d.Generation == record.PreviousGeneration) {
+			record.PresentsGeneration = true
+		}
+		// The generation moves on when the cluster is granted the fence,
+		// which is when a backup of it starts to matter, and every period
+		// while it declares, so that a backup is told apart within two
+		// periods; it is never moved by a declaration that changes nothing.
+		if record.Generation == 0 || granted || at-record.GenerationAt >= UnixNano(m.generationPeriod()) {
+			record.rotateGeneration(at)
+		}
+		next.Clusters[d.Cluster.UID] = record
+		answer.ClusterGeneration = record.Generation
+	}
 	if granted {
 		entry := HistoryEntry{Kind: HistoryGranted, At: at, Cluster: d.Cluster, Epoch: d.Epoch, Instance: d.Instance, Grant: answer.Grant}
 		if prev := answer.Previous; prev != nil {
@@ -272,8 +368,8 @@ func (m Machine) grant(s *State, d Declaration, at UnixNano) {
 		Identity:   d.Cluster,
 		Epoch:      d.Epoch,
 		AcquiredAt: at,
-		Instances:  map[string]Lease{d.Instance: {Epoch: d.Epoch, ExpiresAt: at.Add(m.LeaseTTL)}},
 	}
+	s.Holder.Instances = map[string]Lease{d.Instance: m.lease(s, d.Epoch, at)}
 	s.Holder.summarize()
 	s.Pending = nil
 }
@@ -341,7 +437,7 @@ func (Machine) Release(s State, r Release, now time.Time) (ReleaseResult, error)
 	switch {
 	case h == nil || h.UID != r.ClusterUID || r.ClusterName != "" && h.Name != r.ClusterName:
 		result.Outcome = NotHolder
-	case !leased || at >= lease.ExpiresAt:
+	case !leased || at >= lease.End():
 		result.Outcome = NoLease
 	case r.Epoch < lease.Epoch:
 		result.Outcome = ReleaseRegressed

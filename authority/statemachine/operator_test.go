@@ -74,7 +74,7 @@ func TestRevoke(t *testing.T) {
 				t.Errorf("outcome %s, want %s", r.Outcome, tc.want)
 			}
 			h := r.State.Holder
-			if diff := cmp.Diff(tc.wantLeases, h.Instances); diff != "" {
+			if diff := cmp.Diff(tc.wantLeases, h.Instances, bookkeeping); diff != "" {
 				t.Errorf("leases (-want +got):\n%s", diff)
 			}
 			if h.Revoked != tc.wantRevoked || r.Until != tc.wantUntil {
@@ -125,7 +125,7 @@ func TestDeclareAfterRevoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Answer.Previous = nil
-			if diff := cmp.Diff(tc.want, r.Answer); diff != "" {
+			if diff := cmp.Diff(tc.want, r.Answer, bookkeeping); diff != "" {
 				t.Errorf("answer (-want +got):\n%s", diff)
 			}
 			if tc.want.Outcome == Renewed && (r.State.Holder.Revoked || r.State.Holder.Instances["a"].Revoked) {

@@ -14,6 +14,9 @@ type Declaration struct {
 	// name, say); each instance has its own lease. Empty is an instance
 	// too: the one of clients that do not name theirs.
 	Instance string
+	// Generation is the cluster generation the instance presents (see
+	// Cluster.Generation); 0 if it knows none.
+	Generation uint64
 }
 
 // Release is a ReleaseFence request within one domain.

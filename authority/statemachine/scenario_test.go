@@ -140,7 +140,7 @@ func TestScenarios(t *testing.T) {
 			for i, s := range steps {
 				var events []EventType
 				if s.declare != nil {
-					got, err := machine.Declare(state, *s.declare, t0.Add(s.at))
+					got, err := machine.Declare(state, presenting(state, *s.declare), t0.Add(s.at))
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}

@@ -34,6 +34,11 @@ type State struct {
 	Pending *Pending `json:"pending,omitempty"`
 	// Clusters holds every cluster that declared in the domain, by UID.
 	Clusters map[string]Cluster `json:"clusters,omitempty"`
+	// LeaseSeq numbers the leases the machine wrote in the domain: each
+	// grant or renewal gets the next number, so that every replica of the
+	// authority can tell a lease it has seen from a renewal of it without
+	// comparing times written by another replica's clock.
+	LeaseSeq uint64 `json:"lease_seq,omitempty"`
 }
 
 // HighestEpoch is the highest epoch any cluster declared in the domain; 0
@@ -82,6 +87,12 @@ type Holder struct {
 	RevokedEpoch uint64 `json:"revoked_epoch,omitempty"`
 	// RevokedBy names the identity that revoked the whole cluster.
 	RevokedBy string `json:"revoked_by,omitempty"`
+	// RevokedInstances are the instances whose revoked lease ended, by
+	// name: a revocation outlives its lease, so that a revoked process
+	// cannot come back under its name at the epoch it was revoked at while
+	// its cluster holds the fence. The machine keeps at most
+	// MaxInstances of them, dropping the oldest first.
+	RevokedInstances map[string]RevokedInstance `json:"revoked_instances,omitempty"`
 	// Token is the fencing token of this grant. The store assigns it when
 	// it commits the grant (the etcd revision of that commit) and keeps it
 	// outside the record, so a state returned by the machine carries 0 for
@@ -89,13 +100,43 @@ type Holder struct {
 	Token uint64 `json:"-"`
 }
 
+// RevokedInstance is what the machine keeps of a revoked instance once its
+// lease ended.
+type RevokedInstance struct {
+	// Epoch is the epoch the lease was revoked at: the instance may not
+	// declare at it or below.
+	Epoch uint64 `json:"epoch"`
+	// EndedAt is when its lease ended, by the clock of the authority
+	// replica that saw it end.
+	EndedAt UnixNano `json:"ended_at_ns"`
+	// RevokedBy names the identity that revoked the lease.
+	RevokedBy string `json:"revoked_by,omitempty"`
+}
+
 // Lease is the lease of one instance of the holder.
+//
+// Its end is judged by each replica of the authority on that replica's own
+// monotonic clock: from when the replica first saw this lease (Seq), TTL
+// later. The store tells the machine that end in LocalEnd before each step.
+// ExpiresAt, written by the wall clock of the replica that granted or
+// renewed the lease, is what people and tools read; no replica compares
+// another replica's wall clock with its own.
 type Lease struct {
 	// Epoch is the epoch of the instance's last accepted declaration.
 	Epoch uint64 `json:"epoch"`
 	// ExpiresAt is when the lease ends unless the instance renews it, by
-	// the authority's clock.
+	// the wall clock of the replica that wrote it.
 	ExpiresAt UnixNano `json:"lease_expires_at_ns"`
+	// Seq is the lease's number in its domain (State.LeaseSeq); 0 for a
+	// lease written before leases were numbered.
+	Seq uint64 `json:"seq,omitempty"`
+	// TTL is the length the lease was granted for; 0 for a lease written
+	// before it was recorded.
+	TTL time.Duration `json:"ttl_ns,omitempty"`
+	// LocalEnd is when this replica of the authority judges that the lease
+	// ends, on the time scale of the step's now; the store sets it before
+	// each step and never stores it. 0 means ExpiresAt.
+	LocalEnd UnixNano `json:"-"`
 	// Released is set once the instance gave its lease up; its next
 	// declaration clears it unless a takeover is pending.
 	Released bool `json:"released,omitempty"`
@@ -110,9 +151,18 @@ type Lease struct {
 	RevokedBy string `json:"revoked_by,omitempty"`
 }
 
+// End is when the lease ends by this replica's judgement: LocalEnd once the
+// store set it, else ExpiresAt.
+func (l Lease) End() UnixNano {
+	if l.LocalEnd != 0 {
+		return l.LocalEnd
+	}
+	return l.ExpiresAt
+}
+
 // ended reports whether the lease can no longer make its instance act as
 // holder at time at: it was released, or it ran out.
-func (l Lease) ended(at UnixNano) bool { return l.Released || at >= l.ExpiresAt }
+func (l Lease) ended(at UnixNano) bool { return l.Released || at >= l.End() }
 
 // Free reports whether no instance of the holder may still believe it is
 // active at time at: each one released its lease or the lease ran out.
@@ -131,7 +181,7 @@ func (h *Holder) Free(at UnixNano) bool {
 func (h *Holder) running(at UnixNano) int {
 	n := 0
 	for _, l := range h.Instances {
-		if at < l.ExpiresAt {
+		if at < l.End() {
 			n++
 		}
 	}
@@ -144,7 +194,7 @@ func (h *Holder) lastLeaseEnd(at UnixNano) UnixNano {
 	last := at
 	for _, l := range h.Instances {
 		if !l.ended(at) {
-			last = max(last, l.ExpiresAt)
+			last = max(last, l.End())
 		}
 	}
 	return last
@@ -153,22 +203,60 @@ func (h *Holder) lastLeaseEnd(at UnixNano) UnixNano {
 // prune drops the instances whose lease ran out by time at, released or
 // not: they cannot act as holder any more, and every start of a process is
 // a new instance, so the record would otherwise grow with every restart.
-// Revoked instances stay, so that a revoked process cannot come back under
-// its name while its cluster holds the fence. It returns the history of
-// the leases that ran out without being released.
+// A revoked instance moves to RevokedInstances, so that a revoked process
+// cannot come back under its name while its cluster holds the fence; that
+// set is bounded too. It returns the history of the leases that ran out
+// without being released.
 func (h *Holder) prune(at UnixNano) []HistoryEntry {
 	var expired []HistoryEntry
 	for _, name := range slices.Sorted(maps.Keys(h.Instances)) {
 		l := h.Instances[name]
-		if at < l.ExpiresAt || l.Revoked {
+		if at < l.End() {
 			continue
 		}
 		delete(h.Instances, name)
+		if l.Revoked {
+			h.rememberRevoked(name, RevokedInstance{Epoch: l.Epoch, EndedAt: at, RevokedBy: l.RevokedBy})
+		}
 		if !l.Released {
 			expired = append(expired, h.leaseExpired(name, l))
 		}
 	}
 	return expired
+}
+
+// rememberRevoked adds a revoked instance whose lease ended, dropping the
+// one that ended first once MaxInstances are kept: a forgotten revocation
+// costs only liveness (that process may renew again, at its old epoch, as
+// an instance of the cluster that holds the fence anyway), while an
+// unbounded set would grow every transaction of the domain.
+func (h *Holder) rememberRevoked(name string, r RevokedInstance) {
+	if h.RevokedInstances == nil {
+		h.RevokedInstances = map[string]RevokedInstance{}
+	}
+	h.RevokedInstances[name] = r
+	for len(h.RevokedInstances) > MaxInstances {
+		oldest := ""
+		for _, n := range slices.Sorted(maps.Keys(h.RevokedInstances)) {
+			if oldest == "" || h.RevokedInstances[n].EndedAt < h.RevokedInstances[oldest].EndedAt {
+				oldest = n
+			}
+		}
+		delete(h.RevokedInstances, oldest)
+	}
+}
+
+// instanceRevoked reports whether an operator's revocation still bars
+// instance from declaring epoch: its own lease's, one that outlived its
+// lease, or the whole cluster's.
+func (h *Holder) instanceRevoked(instance string, epoch uint64) bool {
+	if l, ok := h.Instances[instance]; ok && l.Revoked && epoch <= l.Epoch {
+		return true
+	}
+	if r, ok := h.RevokedInstances[instance]; ok && epoch <= r.Epoch {
+		return true
+	}
+	return h.Revoked && epoch <= h.RevokedEpoch
 }
 
 // leaseExpired is the history entry of an instance's lease that ran out
@@ -183,7 +271,7 @@ func (h *Holder) revokedCount() int {
 	if h == nil {
 		return 0
 	}
-	n := 0
+	n := len(h.RevokedInstances)
 	if h.Revoked {
 		n++
 	}
@@ -240,7 +328,10 @@ type Pending struct {
 
 // Cluster is what the authority remembers of a cluster that declared.
 type Cluster struct {
-	// Name is the name it declared last.
+	// Name is the name the cluster's UID is bound to: the one it first
+	// declared. A declaration of the UID under another name is refused,
+	// so that one cluster cannot rename, and so take over, the record of
+	// another; renaming a cluster is forgetting it first.
 	Name string `json:"name"`
 	// HighestEpoch is the highest epoch it ever declared; declaring below it
 	// is refused as a regression.
@@ -249,6 +340,48 @@ type Cluster struct {
 	LastEpoch uint64 `json:"last_epoch"`
 	// LastDeclaredAt is when it declared last.
 	LastDeclaredAt UnixNano `json:"last_declared_at_ns"`
+	// Generation is the cluster's current generation: a number the
+	// authority moves on when the cluster is granted the fence and every
+	// Machine.GenerationPeriod while it declares, and that the cluster's
+	// processes present. A copy of the cluster restored from an older
+	// backup presents an older one. 0 until the first declaration.
+	Generation uint64 `json:"generation,omitempty"`
+	// PreviousGeneration is the generation before Generation: still
+	// accepted, since processes learn a new one only from their next
+	// answer or from the Fence status their peers write.
+	PreviousGeneration uint64 `json:"previous_generation,omitempty"`
+	// GenerationAt is when Generation was issued.
+	GenerationAt UnixNano `json:"generation_at_ns,omitempty"`
+	// PresentsGeneration is set once a process of the cluster presented
+	// a generation: from then on, every process must. Until then the
+	// cluster runs clients that know no generations (an older agent, a
+	// tool), which must go on working when the authority is upgraded first.
+	PresentsGeneration bool `json:"presents_generation,omitempty"`
+}
+
+// acceptsGeneration reports whether a process presenting g is a current
+// process of the cluster: it presents the current or the previous
+// generation, or it presents none while the cluster's processes do not
+// present generations, or while the cluster has had one generation only
+// (every process of a cluster that just started declaring).
+func (c Cluster) acceptsGeneration(g uint64) bool {
+	switch {
+	case c.Generation == 0:
+		return true
+	case g == 0:
+		return !c.PresentsGeneration || c.PreviousGeneration == 0
+	default:
+		return g == c.Generation || g == c.PreviousGeneration
+	}
+}
+
+// rotateGeneration issues a new generation at time at: the time itself,
+// so that generations never repeat, not even after the record is
+// forgotten and made anew, or one above the current if the clock is behind
+// it.
+func (c *Cluster) rotateGeneration(at UnixNano) {
+	next := max(uint64(max(at, 0)), c.Generation+1)
+	c.PreviousGeneration, c.Generation, c.GenerationAt = c.Generation, next, at
 }
 
 // Identity names a cluster: its name (a DNS label) and the UID of its
@@ -264,10 +397,11 @@ func (i Identity) Is(c Identity) bool { return i == c }
 // Clone returns a deep copy, so a caller may keep s while the machine
 // builds the next state.
 func (s State) Clone() State {
-	out := State{}
+	out := State{LeaseSeq: s.LeaseSeq}
 	if s.Holder != nil {
 		h := *s.Holder
 		h.Instances = maps.Clone(h.Instances)
+		h.RevokedInstances = maps.Clone(h.RevokedInstances)
 		out.Holder = &h
 	}
 	if s.Pending != nil {

@@ -49,10 +49,11 @@ type authorityOptions struct {
 	insecure       bool
 	metricsAddress string
 
-	authorizationFile string
-	authorization     string
-	maxEpochStep      uint64
-	historyLimit      int
+	authorizationFile       string
+	authorization           string
+	maxEpochStep            uint64
+	clusterGenerationPeriod time.Duration
+	historyLimit            int
 }
 
 // authorizationNone is the --authorization value that lets every caller
@@ -111,7 +112,8 @@ do everything.`,
 	fs.StringVar(&o.authorizationFile, "authorization-file", "", "YAML file that binds client identities to roles (clusters, operators, readers); needs --client-ca; reloaded when it changes")
 	fs.StringVar(&o.authorization, "authorization", "", `"none" lets every caller make every call, for an authority without --authorization-file that others reach`)
 	fs.Uint64Var(&o.maxEpochStep, "max-epoch-step", statemachine.DefaultMaxEpochStep, "refuse a declaration whose epoch is more than this above the highest epoch of its domain")
-	fs.IntVar(&o.historyLimit, "history-limit", authority.DefaultHistoryLimit, "history entries kept per domain; the oldest is dropped when a new one is recorded")
+	fs.IntVar(&o.historyLimit, "history-limit", authority.DefaultHistoryLimit, fmt.Sprintf("history entries kept per domain; the oldest is dropped when a new one is recorded (at least %d, the most one change writes)", statemachine.MaxHistoryPerChange))
+	fs.DurationVar(&o.clusterGenerationPeriod, "cluster-generation-period", statemachine.DefaultGenerationPeriod, "how often a declaring cluster's generation moves on; a copy of a cluster restored from a backup older than about two periods is told CLUSTER_RESTORED")
 	return cmd
 }
 
@@ -146,8 +148,12 @@ func (o *authorityOptions) validate(cmd *cobra.Command) error {
 	if o.maxEpochStep == 0 {
 		errs = append(errs, errors.New("--max-epoch-step 0: want at least 1 (a failover raises an epoch by one)"))
 	}
-	if o.historyLimit < 1 {
-		errs = append(errs, fmt.Errorf("--history-limit %d: want at least 1", o.historyLimit))
+	if o.historyLimit < statemachine.MaxHistoryPerChange {
+		errs = append(errs, fmt.Errorf("--history-limit %d: want at least %d, the most entries one change of a fence writes (a takeover after each of %d instances' leases ended)",
+			o.historyLimit, statemachine.MaxHistoryPerChange, statemachine.MaxInstances))
+	}
+	if o.clusterGenerationPeriod < time.Second {
+		errs = append(errs, fmt.Errorf("--cluster-generation-period %s: want at least 1s (clusters declare every few seconds, and learn a new generation from their next answer)", o.clusterGenerationPeriod))
 	}
 	return errors.Join(errs...)
 }
@@ -210,8 +216,10 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 		MaxEpochStep: o.maxEpochStep,
 		HistoryLimit: o.historyLimit,
 		KeyPrefix:    o.etcdPrefix,
-		Logger:       log.WithName("authority"),
-		Registerer:   reg,
+
+		ClusterGenerationPeriod: o.clusterGenerationPeriod,
+		Logger:                  log.WithName("authority"),
+		Registerer:              reg,
 	})
 	if err != nil {
 		return fail(err)

@@ -55,14 +55,26 @@ type Options struct {
 	MaxEpochStep uint64
 	// HistoryLimit is how many history entries each domain keeps: the
 	// oldest is dropped in the transaction that adds one past it. 0 means
-	// DefaultHistoryLimit.
+	// DefaultHistoryLimit; it must be at least
+	// statemachine.MaxHistoryPerChange, so that no transaction drops
+	// entries it adds.
 	HistoryLimit int
 	// Prefix starts every key; DefaultPrefix if empty. Authorities that
 	// share a prefix share their fences.
 	Prefix string
-	// Clock is the authority's clock; lease expiry is judged by it at the
-	// time of each transaction. Nil means the real clock.
+	// Clock is the authority's wall clock: the times it records (grants,
+	// lease ends as people read them, history). Nil means the real clock.
 	Clock clock.PassiveClock
+	// Monotonic reads this replica's monotonic clock: the time since any
+	// fixed point. Lease ends are judged by it, from when this replica
+	// first saw each lease, so that no replica's wall clock, stepped or
+	// set apart from the others', can end a lease early. Nil means the
+	// time since New by Clock (the real monotonic clock for the real
+	// Clock).
+	Monotonic func() time.Duration
+	// GenerationPeriod is how often a declaring cluster's generation moves
+	// on; 0 means statemachine.DefaultGenerationPeriod.
+	GenerationPeriod time.Duration
 	// Registerer receives the store's metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
 }
@@ -72,6 +84,7 @@ type Store struct {
 	client       *clientv3.Client
 	machine      statemachine.Machine
 	clock        clock.PassiveClock
+	monotonic    func() time.Duration
 	prefix       string
 	historyLimit uint64
 	metrics      *metrics
@@ -87,6 +100,8 @@ type Store struct {
 type domainEntry struct {
 	lock   *semaphore.Weighted
 	cached *Snapshot
+	// leases is when this replica first saw each lease of the domain.
+	leases leaseClock
 }
 
 // Snapshot is one domain's fence as stored at one revision.
@@ -129,11 +144,19 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
+	if opts.Monotonic == nil {
+		clk, start := opts.Clock, opts.Clock.Now()
+		opts.Monotonic = func() time.Duration { return clk.Since(start) }
+	}
 	switch {
-	case opts.HistoryLimit < 0:
-		return nil, fmt.Errorf("history limit %d: must not be negative", opts.HistoryLimit)
 	case opts.HistoryLimit == 0:
 		opts.HistoryLimit = DefaultHistoryLimit
+	case opts.HistoryLimit < statemachine.MaxHistoryPerChange:
+		return nil, fmt.Errorf("history limit %d: must be at least %d, the most entries one change of a fence writes (a takeover after every one of %d instances' leases ended)",
+			opts.HistoryLimit, statemachine.MaxHistoryPerChange, statemachine.MaxInstances)
+	}
+	if opts.GenerationPeriod < 0 {
+		return nil, fmt.Errorf("cluster generation period %s: must not be negative", opts.GenerationPeriod)
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -141,8 +164,9 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 	}
 	return &Store{
 		client:       client,
-		machine:      statemachine.Machine{LeaseTTL: opts.LeaseTTL, MaxEpochStep: opts.MaxEpochStep},
+		machine:      statemachine.Machine{LeaseTTL: opts.LeaseTTL, MaxEpochStep: opts.MaxEpochStep, GenerationPeriod: opts.GenerationPeriod},
 		clock:        opts.Clock,
+		monotonic:    opts.Monotonic,
 		prefix:       opts.Prefix,
 		historyLimit: uint64(opts.HistoryLimit),
 		metrics:      m,
@@ -330,10 +354,12 @@ func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, 
 		entry.cached = nil
 		return Snapshot{}, false, err
 	}
-	ch, err := next(cur.State, s.clock.Now())
+	now, mono := s.clock.Now(), s.monotonic()
+	ch, err := next(entry.leases.judge(cur.State, now, mono, s.machine.LeaseTTL), now)
 	if err != nil {
 		return Snapshot{}, false, &stepError{err}
 	}
+	entry.leases.remember(ch.state, mono)
 	committed, ok, err := s.commit(ctx, cur, ch, by)
 	if err != nil {
 		entry.cached = nil

@@ -261,13 +261,15 @@ func TestRecordsWithoutInstances(t *testing.T) {
 		t.Fatalf("holder read from the old record: %+v, want instance \"\" with the old lease %+v", h, want)
 	}
 
-	// West takes over: it waits for the old lease, not less.
+	// West takes over: it waits for the old lease, not less. This replica
+	// never saw the lease before, so it counts a whole TTL from now, not
+	// the 10s the writer's wall clock left it.
 	r, err := s.Declare(ctx, "default", decl("west", 4), Actor{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Answer.Outcome != statemachine.Acquiring || r.Answer.RetryAfter != 10*time.Second {
-		t.Fatalf("west declares 4: %s, retry after %s; want acquiring for the 10s left on the old lease", r.Answer.Outcome, r.Answer.RetryAfter)
+	if r.Answer.Outcome != statemachine.Acquiring || r.Answer.RetryAfter != 15*time.Second {
+		t.Fatalf("west declares 4: %s, retry after %s; want acquiring for the 15s this replica counts from first seeing the old lease", r.Answer.Outcome, r.Answer.RetryAfter)
 	}
 	// East's client, naming no instance, releases the old lease: west is
 	// granted.

@@ -1,0 +1,127 @@
+package statemachine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestLeaseNumbers: every grant and renewal writes a lease with the next
+// number of its domain and the TTL it was granted for, so that a replica of
+// the authority tells a renewal from a lease it has seen without reading
+// another replica's clock.
+func TestLeaseNumbers(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	s := State{}
+	var seqs []uint64
+	for i, d := range []Declaration{declareAs(east, 1, "a"), declareAs(east, 1, "b"), declareAs(east, 1, "a")} {
+		r, err := machine.Declare(s, d, t0.Add(time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = r.State
+		l := s.Holder.Instances[d.Instance]
+		if l.TTL != ttl {
+			t.Errorf("lease %+v: TTL %s, want %s", l, l.TTL, ttl)
+		}
+		seqs = append(seqs, l.Seq)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" || s.LeaseSeq != 3 {
+		t.Fatalf("lease numbers %v, domain at %d: want [1 2 3], 3", seqs, s.LeaseSeq)
+	}
+}
+
+// TestLocalEnd: the machine judges a lease's end by LocalEnd, the end this
+// replica of the authority counted on its own clock, not by the ExpiresAt
+// another replica's wall clock wrote.
+func TestLocalEnd(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	tests := map[string]struct {
+		localEnd time.Duration // after t0; 0 leaves it unset
+		want     Outcome
+	}{
+		"without a local end, ExpiresAt counts":                        {want: Granted},
+		"a later local end keeps the holder from being free":           {localEnd: 2 * ttl, want: Acquiring},
+		"an earlier local end than ExpiresAt frees the holder earlier": {localEnd: ttl / 2, want: Granted},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := holding(east, 3, 0) // ExpiresAt t0+ttl
+			if tc.localEnd != 0 {
+				l := h.Instances[""]
+				l.LocalEnd = at(tc.localEnd)
+				h.Instances[""] = l
+			}
+			s := State{Holder: h, Clusters: seen(map[Identity]uint64{east: 3})}
+			now := ttl + time.Second
+			if tc.localEnd != 0 && tc.localEnd < ttl {
+				now = tc.localEnd
+			}
+			r, err := machine.Declare(s, declare(west, 4), t0.Add(now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Answer.Outcome != tc.want {
+				t.Fatalf("west declaring at +%s: %s, want %s", now, r.Answer.Outcome, tc.want)
+			}
+		})
+	}
+}
+
+// TestRevokedInstancesAreBounded: a revoked instance whose lease ended
+// leaves the instances but is remembered, so it cannot renew at its
+// revoked epoch; the machine remembers at most MaxInstances of them.
+func TestRevokedInstancesAreBounded(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	leases := manyLeases(MaxInstances+3, 3, 0)
+	for name, l := range leases {
+		l.Revoked = true
+		leases[name] = l
+	}
+	h := instances(&Holder{Identity: east, Epoch: 3, AcquiredAt: at(0), Token: 10}, leases)
+	s := State{Holder: h, Clusters: seen(map[Identity]uint64{east: 3})}
+	r, err := machine.Declare(s, declareAs(east, 3, "fresh"), t0.Add(2*ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := r.State.Holder
+	if len(next.Instances) != 1 || len(next.RevokedInstances) != MaxInstances {
+		t.Fatalf("%d instances and %d revoked ones remembered, want 1 and %d", len(next.Instances), len(next.RevokedInstances), MaxInstances)
+	}
+	for name := range next.RevokedInstances {
+		again, err := machine.Declare(r.State, declareAs(east, 3, name), t0.Add(2*ttl+time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Answer.Outcome != Fenced || again.Answer.FenceReason != LeaseRevoked {
+			t.Fatalf("revoked instance %s declaring again at its epoch: %s, want fenced as revoked", name, again.Answer.Outcome)
+		}
+		raised, err := machine.Declare(r.State, declareAs(east, 4, name), t0.Add(2*ttl+time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raised.Answer.Outcome != Renewed {
+			t.Fatalf("revoked instance %s at a higher epoch: %s, want renewed", name, raised.Answer.Outcome)
+		}
+		if _, still := raised.State.Holder.RevokedInstances[name]; still {
+			t.Fatalf("instance %s renewed at a higher epoch is still remembered as revoked", name)
+		}
+		break
+	}
+}
+
+// TestHistoryPerChangeIsBounded: the largest step, a takeover once every
+// instance of the holder let its lease run out, writes at most
+// MaxHistoryPerChange entries.
+func TestHistoryPerChangeIsBounded(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	h := instances(&Holder{Identity: east, Epoch: 3, AcquiredAt: at(0), Token: 10}, manyLeases(MaxInstances, 3, 0))
+	s := State{Holder: h, Pending: pendingAt(north, 4, 0), Clusters: seen(map[Identity]uint64{east: 3, north: 4})}
+	r, err := machine.Declare(s, declare(west, 5), t0.Add(2*ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Answer.Outcome != Granted || len(r.History) != MaxInstances+1 || len(r.History) > MaxHistoryPerChange {
+		t.Fatalf("%s with %d history entries, want granted with %d (at most %d)", r.Answer.Outcome, len(r.History), MaxInstances+1, MaxHistoryPerChange)
+	}
+}
