@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -73,6 +74,8 @@ type Server struct {
 
 	mu      sync.Mutex
 	running *instance
+	// replicas are the replicas added, served while the authority runs.
+	replicas []*replica
 	// registered is set once the authority's metrics went to
 	// Options.Registerer.
 	registered bool
@@ -83,6 +86,20 @@ type instance struct {
 	etcd  *etcdbackend.Embedded
 	stop  context.CancelFunc
 	serve chan error
+	// replicas are the runs of the replicas over this run's etcd.
+	replicas []serving
+}
+
+// serving is one gRPC server of the authority, until stop.
+type serving struct {
+	stop  context.CancelFunc
+	serve chan error
+}
+
+// replica is what a replica keeps across the authority's restarts.
+type replica struct {
+	addr string
+	opts Options
 }
 
 // Start runs a real authority: gRPC on 127.0.0.1:<free port>, embedded etcd
@@ -112,6 +129,12 @@ func (s *Server) Stop() {
 	defer s.mu.Unlock()
 	if s.running == nil {
 		return
+	}
+	for _, r := range s.running.replicas {
+		r.stop()
+		if err := <-r.serve; err != nil {
+			s.log.Error(err, "replica of the test authority stopped with an error")
+		}
 	}
 	s.running.stop()
 	if err := <-s.running.serve; err != nil {
@@ -184,9 +207,29 @@ func (s *Server) start(lis net.Listener) error {
 		e.Close()
 		return err
 	}
+	inst := &instance{etcd: e, stop: stop, serve: serve}
 	s.mu.Lock()
-	s.running = &instance{etcd: e, stop: stop, serve: serve}
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.running = inst
+	for _, r := range s.replicas {
+		lis, err := listenAgain(r.addr)
+		if err != nil {
+			return fmt.Errorf("listen again on %s for a replica: %w", r.addr, err)
+		}
+		if err := inst.serveReplica(r, lis, s.log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serveReplica serves replica r on lis over the run's etcd.
+func (inst *instance) serveReplica(r *replica, lis net.Listener, log logr.Logger) error {
+	stop, serve, err := serveAuthority(inst.etcd.Client(), lis, r.opts, log, prometheus.NewRegistry())
+	if err != nil {
+		return fmt.Errorf("start a replica of the test authority: %w", err)
+	}
+	inst.replicas = append(inst.replicas, serving{stop: stop, serve: serve})
 	return nil
 }
 
@@ -211,6 +254,10 @@ func serveAuthority(client *clientv3.Client, lis net.Listener, opts Options, log
 	}
 	run, stop := context.WithCancel(context.Background())
 	guardOpts := authz.GuardOptions{Logger: log, Registerer: reg}
+	// A fake clock expires client certificates too.
+	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {
+		guardOpts.Clock = c
+	}
 	if opts.AuthorizationFile != "" {
 		source, err := authz.NewSource(opts.AuthorizationFile, authz.SourceOptions{Logger: log, Registerer: reg})
 		if err != nil {
@@ -229,7 +276,7 @@ func serveAuthority(client *clientv3.Client, lis net.Listener, opts Options, log
 	}
 	var grpcOpts []grpc.ServerOption
 	if opts.TLS != nil {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		grpcOpts = append(grpcOpts, grpc.Creds(guard.Credentials(credentials.NewTLS(opts.TLS))))
 	}
 	serve = make(chan error, 1)
 	srv := authority.NewServer(svc, guard, grpcOpts...)
@@ -252,36 +299,28 @@ type Replica struct {
 	Addr string
 }
 
-// AddReplica starts another replica of the authority on its etcd, stopped
-// when the test ends. It serves until the test ends even if the authority
-// is stopped, but its calls fail while the authority's etcd is down; after
-// a Restart it has lost its etcd client, so tests that restart the
-// authority do not add replicas.
+// AddReplica starts another replica of the authority on its etcd. It
+// stops and starts again with the authority, on the same address, and is
+// stopped when the test ends.
 func (s *Server) AddReplica(t testing.TB, ro ReplicaOptions) *Replica {
 	t.Helper()
-	s.mu.Lock()
-	running := s.running
-	s.mu.Unlock()
-	if running == nil {
-		t.Fatal("add a replica to a stopped test authority")
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen for a replica of the test authority: %v", err)
 	}
-	opts := s.opts
-	opts.Clock, opts.Monotonic = ro.Clock, ro.Monotonic
-	stop, serve, err := serveAuthority(running.etcd.Client(), lis, opts, s.log, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("start a replica of the test authority: %v", err)
+	r := &replica{addr: lis.Addr().String(), opts: s.opts}
+	r.opts.Clock, r.opts.Monotonic = ro.Clock, ro.Monotonic
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == nil {
+		_ = lis.Close()
+		t.Fatal("add a replica to a stopped test authority")
 	}
-	t.Cleanup(func() {
-		stop()
-		if err := <-serve; err != nil {
-			s.log.Error(err, "replica of the test authority stopped with an error")
-		}
-	})
-	return &Replica{Addr: lis.Addr().String()}
+	if err := s.running.serveReplica(r, lis, s.log); err != nil {
+		t.Fatal(err)
+	}
+	s.replicas = append(s.replicas, r)
+	return &Replica{Addr: r.addr}
 }
 
 // listenAgain binds addr, waiting while the port is still held by the

@@ -78,19 +78,23 @@ func unsafe(sched schedule, h History, r Report, replay string) string {
 }
 
 // TestRandomizedFailover plays randomized histories of epoch raises,
-// authority restarts and partitions under admission load, and checks each
-// one: no two clusters admit for the domain at once, and tokens only grow.
+// authority restarts, partitions, operators and hostile callers, authority
+// replicas' clocks set apart and stepped, and copies of clusters restored
+// from backups, under admission load, and checks each one: no two clusters
+// (a restored copy counts as another) admit for the domain at once, and
+// tokens only grow.
 func TestRandomizedFailover(t *testing.T) {
 	// A failing history prints itself with its seed: that is the record.
 	// The authority's log of hundreds of histories would bury it.
-	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL, Quiet: true})
+	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL, ClusterGenerationPeriod: generationPeriod, Quiet: true}, labReplicas)
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, operated, events, denied, multi := 0, 0, 0, 0, 0
+	steps, events, denied, multi, restored := 0, 0, 0, 0, 0
+	kinds := map[stepKind]int{}
 	began := time.Now()
 	for i, seed := range list {
-		sched := plan(seed, pods)
+		sched := plan(seed, pods, nemeses{clocks: true, restores: true})
 		h := newRun(t, srv, sched, bodies, nil).play()
 		r := Check(h.Admissions)
 		total.Admissions += r.Admissions
@@ -99,8 +103,11 @@ func TestRandomizedFailover(t *testing.T) {
 		total.InFlight += r.InFlight
 		steps += len(sched.steps)
 		for _, st := range sched.steps {
-			if st.kind == operate {
-				operated++
+			kinds[st.kind]++
+		}
+		for _, ev := range h.Events {
+			if strings.Contains(ev.What, "is restored from its backup") {
+				restored++
 			}
 		}
 		if sched.replicas > 1 {
@@ -118,8 +125,10 @@ func TestRandomizedFailover(t *testing.T) {
 			t.Fatal(unsafe(sched, h, r, replay))
 		}
 	}
-	t.Logf("%d histories (%d of them with several pods per cluster) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, %d schedule steps (%d of them an operator's or a hostile caller's), %d events",
-		len(list), multi, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied, steps, operated, events)
+	t.Logf("%d histories (%d of them with several pods per cluster) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
+		"%d schedule steps (%d raises, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster), %d events",
+		len(list), multi, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
+		steps, kinds[raise], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

@@ -59,7 +59,13 @@ type pod struct {
 	name    string
 	cluster int
 	uid     string
-	epoch   uint64
+	// actor is who the checker holds the pod's admissions against: its
+	// cluster's UID, or for a copy of the cluster restored from a backup,
+	// which has the same UID, that UID marked as the copy.
+	actor string
+	// restored is set on the pods of a restored copy.
+	restored bool
+	epoch    uint64
 	engine  *engine.Engine
 	agent   *fenceagent.ClusterFence
 	proxy   *tcpproxy.Proxy
@@ -103,6 +109,12 @@ type run struct {
 	// clients are the clients of the operator and the hostile callers,
 	// by identity.
 	clients map[string]fencev1.FenceServiceClient
+	// generations are the cluster generations each cluster's Fence shows:
+	// the newest its pods were given, which its next pods start with and
+	// its pods adopt, as fencegate's Fence status does.
+	generations []uint64
+	// copies counts the restored copies of each cluster started.
+	copies []int
 }
 
 // instance is the pod's instance name, as the chart names it.
@@ -116,6 +128,9 @@ func newRun(t *testing.T, srv *lab, sched schedule, bodies []review, wrap writer
 		rolling: make([]sync.Mutex, len(clusterNames)),
 		serving: make([][]*pod, len(clusterNames)),
 		counter: make([]int, len(clusterNames)),
+
+		generations: make([]uint64, len(clusterNames)),
+		copies:      make([]int, len(clusterNames)),
 	}
 }
 
@@ -140,9 +155,16 @@ func (r *run) sleepUntil(at time.Duration) {
 // play runs the schedule and returns what happened.
 func (r *run) play() History {
 	r.begin = time.Now()
+	for i, clk := range r.srv.clocks {
+		var offset time.Duration
+		if i < len(r.sched.offsets) {
+			offset = r.sched.offsets[i]
+		}
+		clk.set(offset)
+	}
 	for c := range clusterNames {
 		for range r.sched.replicas {
-			r.serving[c] = append(r.serving[c], r.startPod(c, r.sched.epochs[c]))
+			r.serving[c] = append(r.serving[c], r.startPod(c, r.sched.epochs[c], nil))
 		}
 	}
 	for _, st := range r.sched.steps {
@@ -160,6 +182,11 @@ func (r *run) play() History {
 			r.event("the authority restarts")
 			r.srv.Restart(r.t)
 			r.event("the authority is back")
+		case clockStep:
+			r.srv.clocks[st.replica%len(r.srv.clocks)].step(st.length)
+			r.event("%s", st)
+		case restore:
+			r.restore(st)
 		}
 	}
 	r.sleepUntil(r.sched.end)
@@ -168,11 +195,20 @@ func (r *run) play() History {
 	return r.stop()
 }
 
-// startPod starts a replica of cluster c declaring epoch.
-func (r *run) startPod(c int, epoch uint64) *pod {
+// startPod starts a replica of cluster c declaring epoch, or of a copy of
+// c restored from backup b.
+func (r *run) startPod(c int, epoch uint64, b *backup) *pod {
 	r.mu.Lock()
 	r.counter[c]++
 	p := &pod{name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c], epoch: epoch}
+	p.actor, p.restored = p.uid, b != nil
+	generation := r.generations[c]
+	if b != nil {
+		p.name = fmt.Sprintf("%s-%s/%d", clusterNames[c], b.label, r.counter[c])
+		p.actor, generation = p.uid+"#"+b.label, b.generation
+	}
+	// The pods of a cluster are spread over the authority's replicas.
+	target := r.srv.addrs[len(r.all)%len(r.srv.addrs)]
 	r.all = append(r.all, p)
 	r.mu.Unlock()
 
@@ -181,7 +217,7 @@ func (r *run) startPod(c int, epoch uint64) *pod {
 		r.t.Errorf("%s: engine: %v", p.name, err)
 		return p
 	}
-	if p.proxy, err = tcpproxy.Start(r.srv.Addr); err != nil {
+	if p.proxy, err = tcpproxy.Start(target); err != nil {
 		r.t.Errorf("%s: proxy: %v", p.name, err)
 		return p
 	}
@@ -196,7 +232,7 @@ func (r *run) startPod(c int, epoch uint64) *pod {
 	}
 	p.agent, err = fenceagent.New(fenceagent.Options{
 		Client:          fencev1.NewFenceServiceClient(conn),
-		Writer:          &recorder{run: r, pod: p.name, next: writer},
+		Writer:          &recorder{run: r, pod: p, next: writer},
 		Domain:          r.domain,
 		ClusterName:     clusterNames[c],
 		ClusterUID:      p.uid,
@@ -207,12 +243,14 @@ func (r *run) startPod(c int, epoch uint64) *pod {
 		LeaseMargin:     leaseMargin,
 		Logger:          logr.Discard(),
 		Registerer:      prometheus.NewRegistry(),
+
+		ClusterGeneration: generation,
 	})
 	if err != nil {
 		r.t.Errorf("%s: agent: %v", p.name, err)
 		return p
 	}
-	r.event("%s starts at epoch %d", p.name, epoch)
+	r.event("%s starts at epoch %d, generation %d", p.name, epoch, generation)
 	agentCtx, stopAgent := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})
 	go func() {
@@ -257,7 +295,7 @@ func (r *run) admit(ctx context.Context, p *pod) {
 			return
 		case res.Decision.Allowed:
 			admitted = append(admitted, Admission{
-				Pod: p.name, Cluster: p.uid, Start: start, End: end,
+				Pod: p.name, Cluster: p.actor, Start: start, End: end,
 				Token:  enginetest.StampedToken(res.Decision.Patch, b.token),
 				Status: res.Fence.Status, Holder: res.Fence.Holder.UID, FenceToken: res.Fence.Token,
 			})
@@ -282,7 +320,7 @@ func (r *run) rollout(st step) {
 	r.event("rollout: %s", st)
 	fresh := make([]*pod, r.sched.replicas)
 	for i := range fresh {
-		fresh[i] = r.startPod(st.cluster, st.epoch)
+		fresh[i] = r.startPod(st.cluster, st.epoch, nil)
 	}
 	// Ready: the agents have an answer, or the authority is away and
 	// the rollout goes on regardless after a while.
@@ -372,7 +410,7 @@ func (r *run) stop() History {
 // status, holder or token (not every renewal).
 type recorder struct {
 	run  *run
-	pod  string
+	pod  *pod
 	next fencestate.Writer
 
 	mu   sync.Mutex
@@ -381,13 +419,16 @@ type recorder struct {
 
 func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 	err := w.next.WriteFence(ctx, s)
+	if !w.pod.restored {
+		w.run.newGeneration(w.pod.cluster, s.ClusterGeneration)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil && s.Status == w.last.Status && s.Holder == w.last.Holder && s.Token == w.last.Token && s.Reason == w.last.Reason {
 		return nil
 	}
 	w.last = s
-	what := fmt.Sprintf("%s wrote %s", w.pod, s.Status)
+	what := fmt.Sprintf("%s wrote %s", w.pod.name, s.Status)
 	if s.Holder.Name != "" {
 		what += fmt.Sprintf(", holder %s@%d", s.Holder.Name, s.Holder.Epoch)
 	}
@@ -401,4 +442,23 @@ func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 	}
 	w.run.event("%s", what)
 	return err
+}
+
+// newGeneration is what fencegate's Fence status does with a generation a
+// pod of cluster c was given: the Fence shows the newest, and every pod of
+// the cluster adopts it.
+func (r *run) newGeneration(c int, g uint64) {
+	r.mu.Lock()
+	if g <= r.generations[c] {
+		r.mu.Unlock()
+		return
+	}
+	r.generations[c] = g
+	pods := append([]*pod(nil), r.serving[c]...)
+	r.mu.Unlock()
+	for _, p := range pods {
+		if p.agent != nil {
+			p.agent.AdoptClusterGeneration(g)
+		}
+	}
 }

@@ -25,14 +25,20 @@ const (
 // clusterID is the identity of a cluster's pods.
 func clusterID(name string) string { return "spiffe://safety.test/cluster/" + name }
 
-// lab is the authority of the histories, as production runs it: mTLS, and
-// an authorization file that binds each cluster's identity to its name.
+// lab is the authority of the histories, as production runs it: mTLS, an
+// authorization file that binds each cluster's identity to its name, and
+// replicas on one etcd, each with its own wall clock.
 type lab struct {
 	*authoritytest.Server
 	ca *testcerts.CA
+	// addrs are the replicas' addresses, the first one's first; clocks
+	// their wall clocks, which the clock nemesis sets apart and steps.
+	addrs  []string
+	clocks []*offsetClock
 }
 
-func startLab(t *testing.T, opts authoritytest.Options) *lab {
+// startLab starts the authority with replicas replicas (1 or more).
+func startLab(t *testing.T, opts authoritytest.Options, replicas int) *lab {
 	t.Helper()
 	ca, serving, err := testcerts.Loopback("safety-ca")
 	if err != nil {
@@ -54,7 +60,17 @@ func startLab(t *testing.T, opts authoritytest.Options) *lab {
 	}
 	opts.TLS = serverTLS
 	opts.AuthorizationFile = path
-	return &lab{Server: authoritytest.Start(t, opts), ca: ca}
+	l := &lab{ca: ca}
+	for range replicas {
+		l.clocks = append(l.clocks, &offsetClock{})
+	}
+	opts.Clock = l.clocks[0]
+	l.Server = authoritytest.Start(t, opts)
+	l.addrs = []string{l.Addr}
+	for _, clk := range l.clocks[1:] {
+		l.addrs = append(l.addrs, l.AddReplica(t, authoritytest.ReplicaOptions{Clock: clk}).Addr)
+	}
+	return l
 }
 
 // clientTLS is the TLS configuration of a caller with identity.

@@ -51,6 +51,16 @@ func (r *run) operate(st step) {
 		_, err := operator.RevokeFence(ctx, &fencev1.RevokeFenceRequest{Domain: r.domain, ClusterName: name, Instance: &instance})
 		r.event("the operator revokes the lease of %s: %s", p.name, outcome(err))
 	case forget:
+		r.mu.Lock()
+		copied := r.copies[st.cluster] > 0
+		r.mu.Unlock()
+		if copied {
+			// Forgetting a cluster is the operator's word that its
+			// record is gone: any copy of it may then declare anew,
+			// which is what forget is for.
+			r.event("the operator does not forget %s: a copy of it restored from a backup may run", name)
+			return
+		}
 		_, err := operator.ForgetCluster(ctx, &fencev1.ForgetClusterRequest{Domain: r.domain, ClusterName: name, ClusterUid: p.uid})
 		r.event("the operator forgets %s: %s", name, outcome(err))
 	case foreignRelease:

@@ -73,7 +73,7 @@ func TestCheckerCatchesABrokenFence(t *testing.T) {
 			steps: []step{eastPartitioned, westTakesOver},
 		},
 	}
-	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL})
+	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL}, 1)
 	bodies := reviews(t)
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -107,7 +107,7 @@ func TestOneReleaseForEveryPod(t *testing.T) {
 			step{at: time.Second, kind: raise, cluster: 0, epoch: 3, preStop: 3 * time.Second},
 			step{at: 1500 * time.Millisecond, kind: raise, cluster: 1, epoch: 4}),
 	}
-	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL})
+	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL}, 1)
 	bodies := reviews(t)
 	for name, sched := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -21,7 +21,24 @@ const (
 	chaos = 2500 * time.Millisecond
 	// tail lets the last steps play out before everything stops.
 	tail = 400 * time.Millisecond
+	// generationPeriod is how often the authority moves a declaring
+	// cluster's generation on: short, so that a backup is told apart
+	// within a history, and longer than a declare interval, so that a
+	// process that declares on time never falls two generations behind.
+	generationPeriod = 500 * time.Millisecond
+	// labReplicas is how many replicas of the authority serve the
+	// histories with the clock nemesis.
+	labReplicas = 3
 )
+
+// nemeses are the faults a schedule draws beyond raises, partitions,
+// restarts and operators.
+type nemeses struct {
+	// clocks sets the replicas' wall clocks apart and steps them.
+	clocks bool
+	// restores starts copies of clusters restored from their backups.
+	restores bool
+}
 
 // clusterNames are the clusters of every history.
 var clusterNames = []string{"east", "west", "north"}
@@ -39,6 +56,11 @@ const (
 	// operate is an operator's action or a hostile caller's (see
 	// operatorAction).
 	operate
+	// clockStep steps one replica's wall clock forward.
+	clockStep
+	// restore backs a cluster up and, once the authority moved its
+	// generation on twice, starts a copy of it from the backup.
+	restore
 )
 
 // operatorAction is what an operate step does.
@@ -83,7 +105,8 @@ type step struct {
 	// their agents stopped: a rollout's old pods keep serving while they
 	// terminate.
 	preStop, drain time.Duration
-	// mode and length describe a partition.
+	// mode and length describe a partition; length is a clock step's
+	// jump too, and replica the authority replica it steps.
 	mode   tcpproxy.Mode
 	length time.Duration
 	// action is what an operate step does, to cluster (and replica).
@@ -99,6 +122,10 @@ func (s step) String() string {
 		return fmt.Sprintf("partition %s replica %d (%s) for %s", name, s.replica, s.mode, s.length)
 	case operate:
 		return fmt.Sprintf("%s %s (replica %d)", operatorActionNames[s.action], name, s.replica)
+	case clockStep:
+		return fmt.Sprintf("step the wall clock of authority replica %d forward by %s", s.replica, s.length)
+	case restore:
+		return fmt.Sprintf("back %s up, and restore a copy of it beside it", name)
 	default:
 		return "restart the authority"
 	}
@@ -117,16 +144,23 @@ type schedule struct {
 	steps []step
 	// end is when the history stops: everything is stopped then.
 	end time.Duration
+	// offsets are the authority replicas' first wall clock offsets; nil
+	// leaves them at the real time.
+	offsets []time.Duration
 }
 
-// plan draws a schedule from seed. Each cluster runs replicas pods; 0 draws
-// one or two (the chart's default) from the seed as well.
-func plan(seed uint64, replicas int) schedule {
+// plan draws a schedule from seed with the nemeses n. Each cluster runs
+// replicas pods; 0 draws one or two (the chart's default) from the seed as
+// well.
+func plan(seed uint64, replicas int, n nemeses) schedule {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	if replicas == 0 {
 		replicas = 1 + rng.IntN(2)
 	}
 	s := schedule{seed: seed, replicas: replicas, end: chaos + tail}
+	if n.clocks {
+		s.offsets = drawOffsets(rng, labReplicas)
+	}
 	highest := uint64(0)
 	for _, name := range clusterNames {
 		epoch := 1 + rng.Uint64N(2)
@@ -142,7 +176,11 @@ func plan(seed uint64, replicas int) schedule {
 			break
 		}
 		st := step{at: at, cluster: rng.IntN(len(clusterNames))}
-		switch p := rng.IntN(20); {
+		p := rng.IntN(24)
+		for p >= 20 && p < 22 && !n.clocks || p >= 22 && !n.restores {
+			p = rng.IntN(24)
+		}
+		switch {
 		case p < 9:
 			st.kind = raise
 			if rng.IntN(4) > 0 {
@@ -168,10 +206,16 @@ func plan(seed uint64, replicas int) schedule {
 			st.length = 200*time.Millisecond + upTo(rng, 2*leaseTTL)
 		case p < 17:
 			st.kind = restart
-		default:
+		case p < 20:
 			st.kind = operate
 			st.action = operatorAction(rng.IntN(int(operatorActions)))
 			st.replica = rng.IntN(s.replicas)
+		case p < 22:
+			st.kind = clockStep
+			st.replica = rng.IntN(labReplicas)
+			st.length = leaseMargin + upTo(rng, maxClockStep)
+		default:
+			st.kind = restore
 		}
 		s.steps = append(s.steps, st)
 	}
@@ -188,6 +232,9 @@ func (s schedule) String() string {
 	fmt.Fprintf(&b, "seed %d, %d replica(s) per cluster, first epochs", s.seed, s.replicas)
 	for i, name := range clusterNames {
 		fmt.Fprintf(&b, " %s=%d", name, s.epochs[i])
+	}
+	if s.offsets != nil {
+		fmt.Fprintf(&b, ", authority replicas' clocks off by %v", s.offsets)
 	}
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "\n  at %s: %s", seconds(st.at), st)
