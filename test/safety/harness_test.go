@@ -66,9 +66,9 @@ type pod struct {
 	// restored is set on the pods of a restored copy.
 	restored bool
 	epoch    uint64
-	engine  *engine.Engine
-	agent   *fenceagent.ClusterFence
-	proxy   *tcpproxy.Proxy
+	engine   *engine.Engine
+	agent    *fenceagent.ClusterFence
+	proxy    *tcpproxy.Proxy
 	// stopAgent ends the agent; the engine keeps its last fence state.
 	stopAgent func()
 	// stopServing ends the admission requests.
