@@ -62,6 +62,9 @@ type ClusterFence struct {
 	// answered is set by the loop once a declaration got an answer from
 	// the authority.
 	answered atomic.Bool
+	// adopted is the highest generation AdoptClusterGeneration was given;
+	// the loop presents it from its next declaration on.
+	adopted atomic.Uint64
 }
 
 // request is something asked of the loop from another goroutine.
@@ -105,6 +108,7 @@ func New(opts Options) (*ClusterFence, error) {
 		stopped:    make(chan struct{}),
 	}
 	initial := c.rules.initial()
+	initial.ClusterGeneration = opts.ClusterGeneration
 	c.current.Store(&initial)
 	m.setStatus(initial.Status)
 	return c, nil
@@ -113,11 +117,12 @@ func New(opts Options) (*ClusterFence, error) {
 // Status returns the current fence state. It never blocks on the network.
 func (c *ClusterFence) Status() fencestate.State { return *c.current.Load() }
 
-// Changes signals every status transition, every change of holder, and the
-// first answer to a raised epoch (see SetEpoch). A
-// signal is never blocked on: transitions that happen while one is pending
-// coalesce into it, so readers re-read Status (or data.fence) when
-// signalled.
+// Changes signals every status transition, every change of holder, the
+// first answer to a raised epoch (see SetEpoch), and every change of the
+// epoch the authority refuses (State.EpochRefused). A new cluster
+// generation alone is not signalled: it changes no decision. A signal is
+// never blocked on: transitions that happen while one is pending coalesce
+// into it, so readers re-read Status (or data.fence) when signalled.
 func (c *ClusterFence) Changes() <-chan struct{} { return c.changes }
 
 // Check returns the fence state. Until some declaration has been answered
@@ -152,9 +157,17 @@ func (c *ClusterFence) Check(ctx context.Context) (fencestate.State, error) {
 // SetEpoch makes the agent declare epoch from now on, at once and without
 // a restart: a failover that raises the epoch a running process declares.
 // The state names the new epoch once an answer to it arrives.
+//
 // An epoch only rises: a lower one than the agent declares is refused, since
-// the authority would take it for a restored cluster (epoch_regressed). It
-// waits for Start to begin, and fails once the agent stopped.
+// the authority would take it for a restored cluster (epoch_regressed).
+// When the authority refuses an epoch as too large a step
+// (EPOCH_STEP_TOO_LARGE) and it had accepted a lower one, the agent goes on
+// declaring that one: State.Cluster.Epoch then is the last accepted epoch
+// and State.EpochRefused says which one was refused, until the next
+// SetEpoch. That one may be below the refused epoch, down to the accepted
+// one, which nothing recorded was above; naming the refused epoch again asks
+// for it once more. It waits for Start to begin, and fails once the agent
+// stopped.
 func (c *ClusterFence) SetEpoch(ctx context.Context, epoch uint64) error {
 	done := make(chan error, 1)
 	select {
@@ -165,6 +178,21 @@ func (c *ClusterFence) SetEpoch(ctx context.Context, epoch uint64) error {
 		return fmt.Errorf("set the declared epoch to %d: %w", epoch, ctx.Err())
 	}
 	return <-done
+}
+
+// AdoptClusterGeneration makes the agent present generation g of its
+// cluster from its next declaration on, if g is newer (greater) than the
+// one it has: a process cut off for a while, or one that starts, catches up
+// through the generation its healthy peers write into the cluster's Fence
+// status. It writes no state by itself (the next answer's state names the
+// generation), and is safe to call from any goroutine at any time.
+func (c *ClusterFence) AdoptClusterGeneration(g uint64) {
+	for {
+		have := c.adopted.Load()
+		if g <= have || c.adopted.CompareAndSwap(have, g) {
+			return
+		}
+	}
 }
 
 // Start declares at once, then every renewal interval (jittered) and at

@@ -46,8 +46,14 @@ const (
 	// refusedPermission: the authority does not let this agent's identity
 	// declare as this cluster.
 	refusedPermission
-	// refusedOther: another refusal with a reason of the fence domain
-	// (EPOCH_STEP_TOO_LARGE, say): the request cannot succeed as it is.
+	// refusedStep: EPOCH_STEP_TOO_LARGE, the epoch is too far above the
+	// domain's highest; nothing was recorded.
+	refusedStep
+	// refusedRestored: CLUSTER_RESTORED, the agent presents a generation
+	// of its cluster the authority has moved past.
+	refusedRestored
+	// refusedOther: another refusal with a reason of the fence domain: the
+	// request cannot succeed as it is.
 	refusedOther
 	unsupported
 	transient
@@ -55,7 +61,27 @@ const (
 )
 
 // answerKinds lists every kind, for the metrics.
-var answerKinds = []answerKind{granted, refusedFenced, refusedRegressed, refusedAcquiring, refusedPermission, refusedOther, unsupported, transient, unexpected}
+var answerKinds = []answerKind{granted, refusedFenced, refusedRegressed, refusedAcquiring, refusedPermission, refusedStep, refusedRestored, refusedOther, unsupported, transient, unexpected}
+
+// refusalKinds are the ErrorInfo reasons the agent tells apart, with the
+// kind each one is; any other reason is refusedOther. What each kind leads
+// to is rules.next's.
+var refusalKinds = map[string]answerKind{
+	rpctypes.ReasonClusterFenced:     refusedFenced,
+	rpctypes.ReasonEpochRegressed:    refusedRegressed,
+	rpctypes.ReasonAcquiring:         refusedAcquiring,
+	rpctypes.ReasonPermissionDenied:  refusedPermission,
+	rpctypes.ReasonEpochStepTooLarge: refusedStep,
+	rpctypes.ReasonClusterRestored:   refusedRestored,
+}
+
+// accepted reports whether the authority took a declaration answered so:
+// it recorded the epoch and answered with a fence status and the cluster's
+// generation. A step refusal recorded nothing, and a restored copy's
+// refusal names a generation it must not present.
+func (k answerKind) accepted() bool {
+	return k == granted || k == refusedFenced || k == refusedAcquiring
+}
 
 // result is the metric label of each kind; refusals are labelled as the
 // authority labels them.
@@ -70,7 +96,9 @@ func (k answerKind) result() string {
 	case refusedPermission:
 		return rpctypes.ResultLabel(rpctypes.ReasonPermissionDenied)
 	}
-	return [...]string{granted: "ok", refusedOther: "refused", unsupported: "unsupported", transient: "transient", unexpected: "error"}[k]
+	// The step and restored refusals keep the "refused" label they had as
+	// refusals of no kind of their own, so that the metric's series stay.
+	return [...]string{granted: "ok", refusedStep: "refused", refusedRestored: "refused", refusedOther: "refused", unsupported: "unsupported", transient: "transient", unexpected: "error"}[k]
 }
 
 // answer is one declaration's outcome, decoded from the response or the gRPC
@@ -87,8 +115,19 @@ type answer struct {
 	// retryAfter is FENCE_ACQUIRING's retry_after_ms.
 	retryAfter time.Duration
 	// highestEpoch is, for CLUSTER_EPOCH_REGRESSED, the highest epoch this
-	// cluster declared before; 0 when not said.
+	// cluster declared before, and for EPOCH_STEP_TOO_LARGE the domain's
+	// highest epoch; 0 when not said.
 	highestEpoch uint64
+	// maxEpochStep is EPOCH_STEP_TOO_LARGE's largest step above
+	// highestEpoch; 0 when not said.
+	maxEpochStep uint64
+	// generation is the cluster's current generation as the authority
+	// gives it (a grant's, or a refusal's metadata); 0 when not said. It
+	// is adopted only from accepted answers.
+	generation uint64
+	// presentedGeneration is the generation a CLUSTER_RESTORED refusal
+	// says the declaration presented.
+	presentedGeneration uint64
 	// reason is the ErrorInfo reason or the agent's reason.
 	reason string
 	// fenceReason says why a CLUSTER_FENCED refusal fences (REVOKED, say).
@@ -105,7 +144,7 @@ type answer struct {
 // wrappers that add context do not turn a refusal into an unknown error.
 func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 	if err == nil {
-		a := answer{kind: granted, token: resp.GetToken(), leaseTTL: resp.GetLeaseTtl().AsDuration()}
+		a := answer{kind: granted, token: resp.GetToken(), leaseTTL: resp.GetLeaseTtl().AsDuration(), generation: resp.GetClusterGeneration()}
 		if h := resp.GetHolder(); h != nil {
 			a.holder = fencestate.Cluster{Name: h.GetClusterName(), UID: h.GetClusterUid(), Epoch: h.GetEpoch()}
 			if a.token == 0 {
@@ -146,23 +185,19 @@ func refusal(info *errdetails.ErrorInfo, err error) answer {
 			UID:   md[rpctypes.MetadataHolderUID],
 			Epoch: rpctypes.Uint(md, rpctypes.MetadataHolderEpoch),
 		},
-		highestEpoch: rpctypes.Uint(md, rpctypes.MetadataHighestEpoch),
-		retryAfter:   time.Duration(rpctypes.Uint(md, rpctypes.MetadataRetryAfterMs)) * time.Millisecond,
-		fenceReason:  md[rpctypes.MetadataFenceReason],
-		identity:     md[rpctypes.MetadataIdentity],
+		highestEpoch:        rpctypes.Uint(md, rpctypes.MetadataHighestEpoch),
+		maxEpochStep:        rpctypes.Uint(md, rpctypes.MetadataMaxEpochStep),
+		generation:          rpctypes.Uint(md, rpctypes.MetadataClusterGeneration),
+		presentedGeneration: rpctypes.Uint(md, rpctypes.MetadataPresentedGeneration),
+		retryAfter:          time.Duration(rpctypes.Uint(md, rpctypes.MetadataRetryAfterMs)) * time.Millisecond,
+		fenceReason:         md[rpctypes.MetadataFenceReason],
+		identity:            md[rpctypes.MetadataIdentity],
 	}
-	switch info.GetReason() {
-	case rpctypes.ReasonClusterFenced:
-		a.kind = refusedFenced
-	case rpctypes.ReasonEpochRegressed:
-		a.kind = refusedRegressed
-	case rpctypes.ReasonAcquiring:
-		a.kind = refusedAcquiring
-	case rpctypes.ReasonPermissionDenied:
-		a.kind = refusedPermission
-	default:
-		a.kind = refusedOther
+	kind, ok := refusalKinds[info.GetReason()]
+	if !ok {
+		kind = refusedOther
 	}
+	a.kind = kind
 	return a
 }
 

@@ -19,6 +19,8 @@ import (
 func TestDecode(t *testing.T) {
 	req := &fencev1.DeclareClusterEpochRequest{ClusterName: testSelf.Name, ClusterUid: testSelf.UID, Epoch: testSelf.Epoch}
 	grant, _ := grantResp(req, 15*time.Second, 42)
+	grantGen, _ := grantResp(req, 15*time.Second, 42)
+	grantGen.ClusterGeneration = 6
 	fenced := refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)
 	otherDomain, _ := status.New(codes.FailedPrecondition, "refused").WithDetails(&errdetails.ErrorInfo{
 		Reason: rpctypes.ReasonClusterFenced, Domain: "example.com",
@@ -33,6 +35,10 @@ func TestDecode(t *testing.T) {
 		wantToken      uint64
 		wantRetryAfter time.Duration
 		wantReason     string
+		wantGeneration uint64
+		wantPresented  uint64
+		wantHighest    uint64
+		wantStep       uint64
 	}{
 		"OK grants the lease": {
 			resp: grant, want: granted, wantHolder: testSelf, wantTTL: 15 * time.Second, wantToken: 42,
@@ -50,8 +56,20 @@ func TestDecode(t *testing.T) {
 			err: refusalErr(rpctypes.ReasonAcquiring, testWest, 9, 1500*time.Millisecond), want: refusedAcquiring,
 			wantHolder: testWest, wantRetryAfter: 1500 * time.Millisecond, wantReason: rpctypes.ReasonAcquiring,
 		},
+		"OK carries the cluster generation": {
+			resp: grantGen, want: granted, wantHolder: testSelf, wantTTL: 15 * time.Second, wantToken: 42, wantGeneration: 6,
+		},
+		"CLUSTER_FENCED carries the cluster generation": {
+			err: refusalAt(rpctypes.ReasonClusterFenced, testWest, 7, 0, 6), want: refusedFenced, wantHolder: testWest, wantReason: rpctypes.ReasonClusterFenced, wantGeneration: 6,
+		},
+		"EPOCH_STEP_TOO_LARGE carries the domain's limits": {
+			err: stepRefusal(70000, 8, 1000), want: refusedStep, wantReason: rpctypes.ReasonEpochStepTooLarge, wantHighest: 8, wantStep: 1000,
+		},
+		"CLUSTER_RESTORED names both generations": {
+			err: restoredRefusal(5, 9), want: refusedRestored, wantReason: rpctypes.ReasonClusterRestored, wantGeneration: 9, wantPresented: 5,
+		},
 		"another refusal keeps its reason": {
-			err: refusalErr(rpctypes.ReasonEpochStepTooLarge, testWest, 7, 0), want: refusedOther, wantHolder: testWest, wantReason: rpctypes.ReasonEpochStepTooLarge,
+			err: refusalErr(rpctypes.ReasonNotHolder, testWest, 7, 0), want: refusedOther, wantHolder: testWest, wantReason: rpctypes.ReasonNotHolder,
 		},
 		"PERMISSION_DENIED names this agent's identity": {
 			err:  rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, "may act only as west", map[string]string{rpctypes.MetadataIdentity: "spiffe://x/east"}),
@@ -101,6 +119,12 @@ func TestDecode(t *testing.T) {
 			if got.leaseTTL != tc.wantTTL || got.token != tc.wantToken || got.retryAfter != tc.wantRetryAfter {
 				t.Errorf("ttl, token, retry after = %s, %d, %s; want %s, %d, %s",
 					got.leaseTTL, got.token, got.retryAfter, tc.wantTTL, tc.wantToken, tc.wantRetryAfter)
+			}
+			if got.generation != tc.wantGeneration || got.presentedGeneration != tc.wantPresented {
+				t.Errorf("generation, presented = %d, %d; want %d, %d", got.generation, got.presentedGeneration, tc.wantGeneration, tc.wantPresented)
+			}
+			if got.highestEpoch != tc.wantHighest || got.maxEpochStep != tc.wantStep {
+				t.Errorf("highest epoch, step = %d, %d; want %d, %d", got.highestEpoch, got.maxEpochStep, tc.wantHighest, tc.wantStep)
 			}
 			if got.reason != tc.wantReason {
 				t.Errorf("reason = %q, want %q", got.reason, tc.wantReason)

@@ -15,8 +15,9 @@
 // result is dropped, so a slow call never overwrites a newer answer. Answers
 // map to a fencestate.Status (OK → active, the authority's ErrorInfo reasons
 // → fenced, epoch_regressed or acquiring, PERMISSION_DENIED and other
-// refusals → unknown with the authority's reason, Unimplemented →
-// unsupported);
+// refusals, CLUSTER_RESTORED among them, → unknown with the authority's
+// reason, Unimplemented → unsupported), each state naming the epoch its
+// declaration was sent at;
 // transient gRPC errors keep the last status, retried with backoff, until it
 // expires. Being active is valid until send time + lease TTL − margin, and a
 // local timer turns it to unknown when that passes without renewal, whether
@@ -24,6 +25,15 @@
 // agent writes "fenced" into the store first and only then releases the
 // fence, so the next holder is granted only after this cluster stopped
 // admitting changes.
+//
+// An epoch refused as too large a step (EPOCH_STEP_TOO_LARGE, an
+// operator's typo) after a lower one was accepted leaves the fence status as
+// it was: the agent goes on declaring and renewing the accepted epoch, and
+// State.EpochRefused says why, until the next SetEpoch (epochs.go). Every
+// declaration presents the newest generation of the cluster the agent knows
+// (Options.ClusterGeneration, accepted answers, AdoptClusterGeneration), so
+// that a copy of the cluster restored from a backup, which presents an old
+// one, is told CLUSTER_RESTORED and admits nothing.
 //
 // Each agent is one instance of its cluster (Options.Instance: the pod
 // name, or the host name with a random suffix) and holds a lease of its

@@ -186,6 +186,50 @@ func grantResp(req *fencev1.DeclareClusterEpochRequest, ttl time.Duration, token
 	}, nil
 }
 
+// grantAt answers OK with a lease of ttl and the cluster generation gen.
+func (c *declareCall) grantAt(ttl time.Duration, token, gen uint64) {
+	resp, _ := grantResp(c.req, ttl, token)
+	resp.ClusterGeneration = gen
+	c.answer(resp, nil)
+}
+
+// refusalMD is an authority refusal with the given reason and metadata.
+func refusalMD(reason string, md map[string]string) error {
+	return rpctypes.Refusal(codes.FailedPrecondition, reason, "refused: "+reason, md)
+}
+
+// stepRefusal is EPOCH_STEP_TOO_LARGE for a declaration of declared, in a
+// domain whose highest epoch is highest and whose step is step; a 0 leaves
+// that metadata out.
+func stepRefusal(declared, highest, step uint64) error {
+	md := map[string]string{rpctypes.MetadataDeclaredEpoch: strconv.FormatUint(declared, 10)}
+	if highest != 0 {
+		md[rpctypes.MetadataHighestEpoch] = strconv.FormatUint(highest, 10)
+	}
+	if step != 0 {
+		md[rpctypes.MetadataMaxEpochStep] = strconv.FormatUint(step, 10)
+	}
+	return refusalMD(rpctypes.ReasonEpochStepTooLarge, md)
+}
+
+// restoredRefusal is CLUSTER_RESTORED for a declaration that presents
+// generation presented while the cluster's is current.
+func restoredRefusal(presented, current uint64) error {
+	return refusalMD(rpctypes.ReasonClusterRestored, map[string]string{
+		rpctypes.MetadataPresentedGeneration: strconv.FormatUint(presented, 10),
+		rpctypes.MetadataClusterGeneration:   strconv.FormatUint(current, 10),
+	})
+}
+
+// refusalAt is refusalErr carrying the cluster's generation gen, as the
+// refusals of a declaration the authority recorded do.
+func refusalAt(reason string, holder fencestate.Cluster, declared uint64, retryAfter time.Duration, gen uint64) error {
+	info := rpctypes.ErrorInfo(refusalErr(reason, holder, declared, retryAfter))
+	md := info.GetMetadata()
+	md[rpctypes.MetadataClusterGeneration] = strconv.FormatUint(gen, 10)
+	return refusalMD(reason, md)
+}
+
 // refusalErr is an authority refusal as the protocol defines it.
 func refusalErr(reason string, holder fencestate.Cluster, declared uint64, retryAfter time.Duration) error {
 	md := map[string]string{
@@ -300,6 +344,13 @@ func (l *storeLog) statuses(agent string) []fencestate.Status {
 		}
 	}
 	return out
+}
+
+// count is the number of writes so far.
+func (l *storeLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.writes)
 }
 
 // last is the last state an agent wrote.

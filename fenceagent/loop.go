@@ -74,8 +74,14 @@ type result struct {
 type loop struct {
 	c     *ClusterFence
 	clock clock.WithTicker
-	// rules decide the states; they name this cluster and its epoch.
+	// rules decide the states; they name this cluster.
 	rules rules
+	// epochs are the epoch asked for, the one accepted, and which one is
+	// declared.
+	epochs epochs
+	// generation is the newest generation of this cluster the agent
+	// knows, which every declaration presents.
+	generation uint64
 
 	// state is the current fence state, published as c.current.
 	state fencestate.State
@@ -126,15 +132,17 @@ type loop struct {
 func newLoop(c *ClusterFence) *loop {
 	calls, stopCalls := context.WithCancel(context.Background())
 	return &loop{
-		calls:     calls,
-		stopCalls: stopCalls,
-		c:         c,
-		clock:     c.opts.Clock,
-		rules:     c.rules,
-		state:     c.Status(),
-		results:   make(chan result, maxInFlight),
-		releases:  make(chan error, 1),
-		retry:     newBackoff(100*time.Millisecond, c.opts.DeclareInterval),
+		calls:      calls,
+		stopCalls:  stopCalls,
+		c:          c,
+		clock:      c.opts.Clock,
+		rules:      c.rules,
+		epochs:     epochs{requested: c.opts.Epoch},
+		generation: c.opts.ClusterGeneration,
+		state:      c.Status(),
+		results:    make(chan result, maxInFlight),
+		releases:   make(chan error, 1),
+		retry:      newBackoff(100*time.Millisecond, c.opts.DeclareInterval),
 	}
 }
 
@@ -185,7 +193,7 @@ func (l *loop) run(ctx context.Context) {
 func (l *loop) handle(req request) {
 	switch {
 	case req.epoch != 0:
-		req.done <- l.raiseEpoch(req.epoch)
+		req.done <- l.setEpoch(req.epoch)
 	case req.check != nil && l.c.answered.Load():
 		req.check <- nil
 	case req.check != nil:
@@ -198,18 +206,15 @@ func (l *loop) handle(req request) {
 	}
 }
 
-// raiseEpoch makes the agent declare epoch from now on, and declares it at
-// once.
-func (l *loop) raiseEpoch(epoch uint64) error {
-	current := l.rules.self.Epoch
-	switch {
-	case epoch < current:
-		return fmt.Errorf("epoch %d is below epoch %d that this agent declares: an epoch only rises (the authority refuses a lower one as a restored cluster)", epoch, current)
-	case epoch == current:
-		return nil
+// setEpoch makes the agent declare epoch from now on, and declares it at
+// once (see epochs.request).
+func (l *loop) setEpoch(epoch uint64) error {
+	previous := l.epochs.declared()
+	declare, err := l.epochs.request(epoch)
+	if !declare {
+		return err
 	}
-	l.rules.self.Epoch = epoch
-	l.c.log.Info("declared epoch raised", "previousEpoch", current, "declaredEpoch", epoch)
+	l.c.log.Info("declared epoch set", "previousEpoch", previous, "declaredEpoch", epoch)
 	// The state keeps naming the epoch its answer was for: the answer to
 	// the declaration below names the new one, so that a reader of the
 	// state (the Fence object, a failover waiting for it) never takes the
@@ -231,13 +236,17 @@ func (l *loop) launch(replies ...chan outcome) {
 	if l.c.heartbeats {
 		l.schedule(l.jitter())
 	}
-	r := result{seq: l.seq, epoch: l.rules.self.Epoch, replies: replies}
+	// A generation adopted from the Fence since the last declaration is
+	// presented from this one on.
+	l.generation = max(l.generation, l.c.adopted.Load())
+	r := result{seq: l.seq, epoch: l.epochs.declared(), replies: replies}
 	req := &fencev1.DeclareClusterEpochRequest{
-		Domain:      l.c.opts.Domain,
-		ClusterName: l.c.opts.ClusterName,
-		ClusterUid:  l.c.opts.ClusterUID,
-		Epoch:       r.epoch,
-		Instance:    l.c.opts.Instance,
+		Domain:            l.c.opts.Domain,
+		ClusterName:       l.c.opts.ClusterName,
+		ClusterUid:        l.c.opts.ClusterUID,
+		Epoch:             r.epoch,
+		Instance:          l.c.opts.Instance,
+		ClusterGeneration: l.generation,
 	}
 	go func() {
 		// Not Start's context: a call that is out when the agent stops
@@ -267,14 +276,21 @@ func (l *loop) finish(r result) {
 		o.err = fmt.Errorf("declare epoch %d to the fence authority: %w", r.epoch, a.err)
 	}
 	wasReleasing := l.lease == releasing
+	reverted := l.learn(r)
 	switch {
 	case l.stopping:
 		// Its answer must not overwrite the shutdown status.
 		o.err = ErrStopped
-	case r.epoch < l.rules.self.Epoch && a.kind != granted && a.kind != transient:
+	case reverted:
+		// No answer about the fence: the state stays the accepted
+		// epoch's, and now says which epoch was refused. It hides no
+		// older answer still out, which are for the epoch declared.
+		o.applied = true
+		l.commit(l.state, l.expires)
+	case r.epoch != l.epochs.declared() && a.kind != granted && a.kind != transient:
 		// A refusal of an epoch this agent no longer declares answers a
-		// question nobody asks any more (the answer to the new epoch
-		// follows); a grant still is a lease.
+		// question nobody asks any more (the answer to the epoch
+		// declared follows); a grant still is a lease.
 		o.err = nil
 	case r.seq > l.applied:
 		o.applied = true
@@ -324,6 +340,32 @@ func (l *loop) finish(r result) {
 	}
 }
 
+// learn takes in what r's answer says besides the fence state: whether the
+// authority accepted its epoch or refused it for its step, and the cluster's
+// generation. It runs for every answer, even one too old to change the
+// state, since the authority recorded it all the same. It reports whether
+// the answer refused the epoch asked for and the agent went back to the
+// accepted one.
+func (l *loop) learn(r result) bool {
+	a := r.answer
+	if a.kind.accepted() {
+		l.epochs.accept(r.epoch)
+		// Generations only rise (the authority issues each one above
+		// the last), so the largest is the newest whatever order answers
+		// arrive in. A CLUSTER_RESTORED refusal's is never taken: a
+		// restored copy would then simply be accepted.
+		l.generation = max(l.generation, a.generation)
+		return false
+	}
+	if a.kind != refusedStep || !l.epochs.revertible(r.epoch) {
+		return false
+	}
+	l.epochs.refused = l.rules.epochRefusal(a, r.epoch, l.epochs.accepted)
+	l.c.log.Error(a.err, "fence authority refuses the epoch asked for; declaring the last accepted epoch",
+		"refusedEpoch", r.epoch, "declaredEpoch", l.epochs.accepted, "message", l.epochs.refused.Message)
+	return true
+}
+
 // deferredReply is an outcome its asker hears only once the release the
 // answer started ended.
 type deferredReply struct {
@@ -353,7 +395,7 @@ func (l *loop) apply(r result) {
 	if a.kind == refusedPermission {
 		l.notePermissionDenied(a)
 	}
-	next, expires := l.rules.next(l.state, l.expires, a, r.sent, l.clock.Now(), l.staleAfter())
+	next, expires := l.rules.at(r.epoch).next(l.state, l.expires, a, r.sent, l.clock.Now(), l.staleAfter())
 	written := l.commit(next, expires)
 	switch {
 	case a.kind == granted && a.holder.UID == l.c.opts.ClusterUID:
@@ -399,7 +441,7 @@ func (l *loop) startRelease() {
 		return
 	}
 	l.lease = releasing
-	epoch := l.rules.self.Epoch
+	epoch := l.epochs.declared()
 	go func() { l.releases <- l.sendRelease(epoch, l.c.opts.DeclareTimeout) }()
 }
 
@@ -479,7 +521,7 @@ func (l *loop) shutdown() {
 			"note", "the store did not take the shutdown status, so this process may act as holder until its lease ends")
 		return
 	}
-	err := l.sendRelease(l.rules.self.Epoch, min(finalReleaseTimeout, l.c.opts.DeclareTimeout))
+	err := l.sendRelease(l.epochs.declared(), min(finalReleaseTimeout, l.c.opts.DeclareTimeout))
 	st, _ := rpctypes.Status(err)
 	switch {
 	case err == nil:
@@ -500,6 +542,9 @@ func (l *loop) commit(next fencestate.State, expires time.Time) bool {
 	if !expires.Equal(l.expires) {
 		l.armExpiry(expires)
 	}
+	// The generation presented and the refusal of the epoch asked for are
+	// the loop's, not any one answer's: every state says them as they are.
+	next.ClusterGeneration, next.EpochRefused = l.generation, l.epochs.refused
 	prev := l.state
 	if next == prev && l.store == inStore {
 		return true
@@ -528,15 +573,24 @@ func (l *loop) commit(next fencestate.State, expires time.Time) bool {
 	switch {
 	case prev.Status != next.Status:
 		l.transition(prev, next)
-	case prev.Holder != next.Holder, prev.Cluster != next.Cluster:
+	case prev.Holder != next.Holder, prev.Cluster != next.Cluster, refusedEpoch(prev) != refusedEpoch(next):
 		// The fence changed hands while this cluster's status stayed (it
 		// learns the new holder after releasing, or two other clusters
-		// took turns), or the first answer to a raised epoch left the
-		// status as it was: what the Components and the Fence say about
-		// the holder and the epoch follows.
+		// took turns), or the first answer to a raised epoch (its grant,
+		// or its refusal) left the status as it was: what the Components
+		// and the Fence say about the holder and the epoch follows. A new
+		// generation alone is no news to them.
 		l.c.signal()
 	}
 	return err == nil
+}
+
+// refusedEpoch is the epoch s says the authority refuses; 0 for none.
+func refusedEpoch(s fencestate.State) uint64 {
+	if s.EpochRefused == nil {
+		return 0
+	}
+	return s.EpochRefused.Epoch
 }
 
 // transition counts, logs and signals one status change.

@@ -49,6 +49,14 @@ type Options struct {
 	ClusterUID string
 	// Epoch is the epoch this cluster declares, at least 1.
 	Epoch uint64
+	// ClusterGeneration is the generation of this cluster the process
+	// presents in its first declaration: the one the cluster's Fence status
+	// keeps (clusterGeneration); 0 when it has none. Then the agent presents
+	// the newest one the authority or AdoptClusterGeneration gives it, and
+	// State.ClusterGeneration names it. The authority refuses a process of a
+	// copy of the cluster restored from a backup, which presents an old one,
+	// with CLUSTER_RESTORED.
+	ClusterGeneration uint64
 	// Instance names this process within its cluster, e.g. the pod name:
 	// every process of a cluster (the replicas, the old and new pods of a
 	// rollout) holds a lease of its own, so the fence moves to another

@@ -2,6 +2,7 @@ package fenceagent
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
@@ -13,11 +14,21 @@ import (
 // every rule of the mapping is tested without a network or a clock.
 type rules struct {
 	domain string
-	self   fencestate.Cluster
+	// self is this cluster. Its epoch is the one the agent starts with;
+	// an answer is decided by at(the epoch its declaration was sent at).
+	self fencestate.Cluster
 	// instance names this process within its cluster.
 	instance string
 	// margin is taken off every granted lease.
 	margin time.Duration
+}
+
+// at is r for the answer to a declaration of epoch: the state it leads to,
+// and its message, name the epoch that declaration was sent at, not the
+// one the agent declares when the answer arrives.
+func (r rules) at(epoch uint64) rules {
+	r.self.Epoch = epoch
+	return r
 }
 
 // initial is the state before any answer: not holding.
@@ -59,7 +70,14 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 		s.Message = fmt.Sprintf("the fence authority refuses identity %q: %s. Cluster %s does not act as holder until the authority's authorization file lets this identity declare as %s",
 			a.identity, statusMessage(a.err), describe(r.self), r.self.Name)
 		return s, time.Time{}
-	case refusedOther:
+	case refusedRestored:
+		// Until a generation is adopted or the epoch raised: no expiry.
+		s.Status, s.Holder, s.LastSuccessNS = fencestate.Unknown, cur.Holder, sent.UnixNano()
+		s.Message = r.restoredMessage(a)
+		return s, time.Time{}
+	case refusedStep, refusedOther:
+		// A step refusal reaches this only when no epoch was accepted
+		// before to go back to (see epochs).
 		s.Status, s.Holder, s.LastSuccessNS = fencestate.Unknown, cur.Holder, sent.UnixNano()
 		s.Message = fmt.Sprintf("the fence authority refused cluster %s's declaration, which does not act as holder: %s", describe(r.self), statusMessage(a.err))
 		return s, time.Time{}
@@ -113,6 +131,37 @@ func (r rules) regressedMessage(a answer) string {
 		r.self.Name, r.self.Epoch, r.self.UID, before, fix, describe(a.holder), statusMessage(a.err))
 }
 
+// restoredMessage explains CLUSTER_RESTORED and what to do about it.
+func (r rules) restoredMessage(a answer) string {
+	generation := "a generation of it that the fence authority has moved past"
+	if a.generation > 0 {
+		generation = fmt.Sprintf("generation %d, but the fence authority has moved on to generation %d", a.presentedGeneration, a.generation)
+	}
+	return fmt.Sprintf("cluster %s presents %s: this control plane looks restored from a backup of %s, and it admits nothing. "+
+		"If this copy should take over, fail over to it (fencegate failover --to %s raises its epoch); otherwise remove it. "+
+		"It declares again at every heartbeat, and recovers by itself once it learns the current generation (from the Fence status its healthy peers write) or its epoch is raised. Authority: %s",
+		describe(r.self), generation, r.self.Name, r.self.Name, statusMessage(a.err))
+}
+
+// epochRefusal is the EpochRefusal of a's refusal of epoch refused for its
+// step, while the agent goes on declaring accepted.
+func (r rules) epochRefusal(a answer, refused, accepted uint64) *fencestate.EpochRefusal {
+	limit := "too far above the highest epoch declared in the domain"
+	fix := fmt.Sprintf("set the Fence's spec.epoch back to %d", accepted)
+	if a.highestEpoch > 0 && a.maxEpochStep > 0 {
+		most := a.highestEpoch + min(a.maxEpochStep, math.MaxUint64-a.highestEpoch)
+		limit = fmt.Sprintf("more than %d above %d, the highest epoch declared in the domain", a.maxEpochStep, a.highestEpoch)
+		fix = fmt.Sprintf("set the Fence's spec.epoch back to at most %d, or to %d", most, accepted)
+	}
+	return &fencestate.EpochRefusal{
+		Epoch:  refused,
+		Reason: a.reason,
+		Message: fmt.Sprintf("the fence authority refused epoch %d for cluster %s: it is %s. The cluster goes on declaring epoch %d, the last epoch the authority accepted, and keeps its fence status. "+
+			"To declare another epoch, %s (one above the holder's epoch is enough to take the fence over). Authority: %s",
+			refused, r.self.Name, limit, accepted, fix, statusMessage(a.err)),
+	}
+}
+
 func (r rules) fencedMessage(a answer) string {
 	if a.fenceReason == rpctypes.FenceReasonRevoked {
 		return fmt.Sprintf("cluster %s's lease of the fence was revoked: it stops acting as holder and releases the fence. Authority: %s", describe(r.self), statusMessage(a.err))
@@ -124,29 +173,30 @@ func (r rules) fencedMessage(a answer) string {
 		describe(r.self), describe(a.holder), max(a.holder.Epoch, r.self.Epoch))
 }
 
-// expired is the state once cur has gone unrenewed past its expiry.
+// expired is the state once cur has gone unrenewed past its expiry. It
+// names the epoch cur's answer was for: no answer was given for another.
 func (r rules) expired(cur fencestate.State) fencestate.State {
-	s := fencestate.State{Status: fencestate.Unknown, Domain: r.domain, Cluster: r.self, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS}
+	s := fencestate.State{Status: fencestate.Unknown, Domain: r.domain, Cluster: cur.Cluster, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS}
 	if cur.Status == fencestate.Active {
 		s.Reason = ReasonLeaseExpired
 		s.Message = fmt.Sprintf("the fence lease of cluster %s ran out at %s without renewal; it no longer acts as holder. %s",
-			describe(r.self), time.Unix(0, cur.ValidUntilNS).UTC().Format(time.RFC3339Nano), lastAnswer(cur))
+			describe(cur.Cluster), time.Unix(0, cur.ValidUntilNS).UTC().Format(time.RFC3339Nano), lastAnswer(cur))
 		return s
 	}
 	s.Reason = ReasonAuthorityUnreachable
-	s.Message = fmt.Sprintf("the last fence status of cluster %s (%s) is too old to rely on. %s", describe(r.self), cur.Status, lastAnswer(cur))
+	s.Message = fmt.Sprintf("the last fence status of cluster %s (%s) is too old to rely on. %s", describe(cur.Cluster), cur.Status, lastAnswer(cur))
 	return s
 }
 
 // shuttingDown is the state the agent leaves behind when it stops: not
 // holding, so that a process whose webhook still answers admits nothing
-// after its lease is released.
+// after its lease is released. Like expired, it names cur's epoch.
 func (r rules) shuttingDown(cur fencestate.State) fencestate.State {
 	return fencestate.State{
-		Status: fencestate.Unknown, Domain: r.domain, Cluster: r.self, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS,
+		Status: fencestate.Unknown, Domain: r.domain, Cluster: cur.Cluster, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS,
 		Reason: ReasonShuttingDown,
 		Message: fmt.Sprintf("the fence agent of cluster %s (instance %s) has stopped: this process is shutting down, gives its lease up and no longer acts as holder",
-			describe(r.self), r.instance),
+			describe(cur.Cluster), r.instance),
 	}
 }
 

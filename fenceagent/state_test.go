@@ -97,6 +97,14 @@ func TestRulesNext(t *testing.T) {
 			wantExpires: sent.Add(stale),
 			wantMessage: "in about 4s",
 		},
+		"CLUSTER_RESTORED is unknown with no expiry and keeps the last holder": {
+			cur: active, curExpires: activeExpires, answer: decode(nil, restoredRefusal(5, 9)),
+			want: fencestate.State{
+				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Holder: testSelf,
+				LastSuccessNS: sent.UnixNano(), Reason: rpctypes.ReasonClusterRestored,
+			},
+			wantMessage: "restored from a backup",
+		},
 		"Unimplemented is unsupported until another answer": {
 			cur: active, curExpires: activeExpires, answer: decode(nil, status.Error(codes.Unimplemented, "unknown service")),
 			want: fencestate.State{
@@ -152,19 +160,23 @@ func TestRulesExpired(t *testing.T) {
 		wantReason string
 	}{
 		"an unrenewed active lease expires": {
-			cur:        fencestate.State{Status: fencestate.Active, Holder: testSelf, Token: 42, ValidUntilNS: last + 13e9, LastSuccessNS: last},
+			cur:        fencestate.State{Status: fencestate.Active, Cluster: testSelf, Holder: testSelf, Token: 42, ValidUntilNS: last + 13e9, LastSuccessNS: last},
 			wantReason: ReasonLeaseExpired,
 		},
 		"an old refusal is no longer relied on": {
-			cur:        fencestate.State{Status: fencestate.Fenced, Holder: testWest, LastSuccessNS: last, Reason: rpctypes.ReasonClusterFenced},
+			cur:        fencestate.State{Status: fencestate.Fenced, Cluster: testSelf, Holder: testWest, LastSuccessNS: last, Reason: rpctypes.ReasonClusterFenced},
 			wantReason: ReasonAuthorityUnreachable,
+		},
+		"an unrenewed lease of an earlier epoch keeps naming it": {
+			cur:        fencestate.State{Status: fencestate.Active, Cluster: withEpoch(testSelf, 5), Holder: testSelf, Token: 42, ValidUntilNS: last + 13e9, LastSuccessNS: last},
+			wantReason: ReasonLeaseExpired,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := r.expired(tc.cur)
 			want := fencestate.State{
-				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Holder: tc.cur.Holder,
+				Status: fencestate.Unknown, Domain: "default", Cluster: tc.cur.Cluster, Holder: tc.cur.Holder,
 				LastSuccessNS: last, Reason: tc.wantReason, Message: got.Message,
 			}
 			if got != want {

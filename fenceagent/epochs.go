@@ -1,0 +1,69 @@
+package fenceagent
+
+import (
+	"fmt"
+
+	"github.com/fencegate/fencegate/fencestate"
+)
+
+// epochs are the epochs the loop declares. It declares the one it was asked
+// for (Options.Epoch, then each SetEpoch) unless the authority refused that
+// one as too far above the domain's highest (EPOCH_STEP_TOO_LARGE: nothing
+// was recorded, so it was most likely a typo in the Fence's spec.epoch).
+// Then, if the authority had accepted a lower epoch, the agent goes back to
+// declaring and renewing that one, so that a holder keeps holding and a
+// standby stays one, instead of going unknown until a restart. The refused
+// epoch is asked for again only when SetEpoch names it again: at every
+// heartbeat it would take the renewal's place.
+type epochs struct {
+	// requested is the epoch asked for last.
+	requested uint64
+	// accepted is the highest epoch the authority accepted (see
+	// answerKind.accepted); 0 before any.
+	accepted uint64
+	// refused is the authority's refusal of requested while the agent
+	// declares accepted instead; nil otherwise.
+	refused *fencestate.EpochRefusal
+}
+
+// declared is the epoch the agent declares now.
+func (e epochs) declared() uint64 {
+	if e.refused != nil {
+		return e.accepted
+	}
+	return e.requested
+}
+
+// request makes epoch the one asked for, and reports whether it is to be
+// declared at once: it is new, or it is the refused one asked for again. It
+// may be below the one asked for before, down to the one declared: a refused
+// epoch was never recorded, so going below it is no regression.
+func (e *epochs) request(epoch uint64) (bool, error) {
+	declared := e.declared()
+	switch {
+	case epoch < declared:
+		return false, fmt.Errorf("epoch %d is below epoch %d that this agent declares: an epoch only rises (the authority refuses a lower one as a restored cluster)", epoch, declared)
+	case epoch == e.requested && e.refused == nil:
+		return false, nil
+	}
+	e.requested, e.refused = epoch, nil
+	return true, nil
+}
+
+// accept notes that the authority accepted a declaration of epoch.
+func (e *epochs) accept(epoch uint64) {
+	e.accepted = max(e.accepted, epoch)
+	if epoch == e.requested {
+		// A declaration of it that was out when another was refused:
+		// the authority takes it now.
+		e.refused = nil
+	}
+}
+
+// revertible reports whether a step refusal of epoch sends the agent back to
+// the accepted epoch: epoch is the one asked for, and a lower one was
+// accepted. Otherwise it is an answer like any other: the refusal of the
+// first epoch this agent declares leaves it unknown with the reason.
+func (e epochs) revertible(epoch uint64) bool {
+	return epoch == e.requested && e.accepted != 0 && e.accepted < epoch
+}
