@@ -77,7 +77,7 @@ func TestAuthorityFlagErrors(t *testing.T) {
 		},
 		"an unknown authorization mode": {args: []string{"--authorization", "all"}, wantErr: `--authorization "all": the one value is "none"`},
 		"a zero epoch step":             {args: []string{"--max-epoch-step", "0"}, wantErr: "--max-epoch-step 0: want at least 1"},
-		"no history":                    {args: []string{"--history-limit", "0"}, wantErr: "--history-limit 0: want at least 1"},
+		"no history":                    {args: []string{"--history-limit", "0"}, wantErr: "--history-limit 0: want at least 66"},
 		"a file that does not parse": {
 			args: []string{"--tls-cert", "TLSCERT", "--tls-key", "TLSKEY", "--client-ca", "CA", "--authorization-file", "BROKEN",
 				"--data-dir", "DATA", "--metrics-address", ""},
