@@ -30,14 +30,17 @@ const (
 	otherID  = "spiffe://example.org/intruder"
 )
 
+// westBinding lets west's identity act as west in the default domain.
+const westBinding = `  - identity: ` + westID + `
+    cluster: west
+    domains: [default]
+`
+
 const authorizationFile = `clusters:
   - identity: ` + eastID + `
     cluster: east
     domains: ["*"]
-  - identity: ` + westID + `
-    cluster: west
-    domains: [default]
-operators:
+` + westBinding + `operators:
   - ` + oncallID + `
 readers:
   - ` + boardID + `
@@ -55,12 +58,13 @@ type securedAuthority struct {
 }
 
 func startSecured(t testing.TB, opts authoritytest.Options) *securedAuthority {
-	return startMTLS(t, opts, true)
+	return startMTLS(t, opts, authorizationFile)
 }
 
-// startMTLS starts the authority with mTLS, authorizing calls by the file
-// when authorize is set, and letting every caller make every call if not.
-func startMTLS(t testing.TB, opts authoritytest.Options, authorize bool) *securedAuthority {
+// startMTLS starts the authority with mTLS, authorizing calls by an
+// authorization file with content, and letting every caller make every call
+// if content is empty.
+func startMTLS(t testing.TB, opts authoritytest.Options, content string) *securedAuthority {
 	t.Helper()
 	ca, serving, err := testcerts.Loopback("authority-ca")
 	if err != nil {
@@ -77,12 +81,12 @@ func startMTLS(t testing.TB, opts authoritytest.Options, authorize bool) *secure
 		clients: map[string]fencev1.FenceServiceClient{},
 		ca:      ca,
 	}
-	if err := os.WriteFile(s.file, []byte(authorizationFile), 0o600); err != nil {
+	if err := os.WriteFile(s.file, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	opts.TLS = serverTLS
 	opts.Registerer, opts.Clock = s.reg, s.clock
-	if authorize {
+	if content != "" {
 		opts.AuthorizationFile = s.file
 	}
 	s.Server = authoritytest.Start(t, opts)
@@ -102,6 +106,46 @@ func (s *securedAuthority) client(t testing.TB, ca *testcerts.CA, identity strin
 	// Trust the authority's CA, whichever CA signed the client's.
 	cfg.RootCAs = s.ca.Pool()
 	return s.ClientTLS(t, cfg)
+}
+
+// clientOf is a client that presents a certificate the authority's CA
+// signed for subject.
+func (s *securedAuthority) clientOf(t testing.TB, subject testcerts.Subject) fencev1.FenceServiceClient {
+	t.Helper()
+	pair, err := s.ca.ClientOf(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.ca.ClientConfig(pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ClientTLS(t, cfg)
+}
+
+// rewrite replaces the authorization file as editors and the kubelet do:
+// written beside it and renamed over it.
+func (s *securedAuthority) rewrite(t testing.TB, content string) {
+	t.Helper()
+	tmp := s.file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually waits until cond holds, or fails the test.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestEveryRoleAgainstEveryRPC calls every RPC as every role, through real
@@ -270,43 +314,22 @@ func TestAuthorizationFileReload(t *testing.T) {
 		_, err := s.clients[id].GetFence(ctx, &fencev1.GetFenceRequest{})
 		return err
 	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting until %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	if err := read(otherID); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("the intruder reads: %v", err)
 	}
-	write := func(content string) {
-		t.Helper()
-		// Written beside and renamed, as editors and the kubelet do.
-		tmp := s.file + ".tmp"
-		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, s.file); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(authorizationFile + "  - " + otherID + "\n")
-	eventually("the new reader reads", func() bool { return read(otherID) == nil })
+	s.rewrite(t, authorizationFile+"  - "+otherID+"\n")
+	eventually(t, "the new reader reads", func() bool { return read(otherID) == nil })
 
-	write("readers: [")
-	eventually("the failed reload is counted", func() bool {
+	s.rewrite(t, "readers: [")
+	eventually(t, "the failed reload is counted", func() bool {
 		v, _ := metricValue(s.reg, "fencegate_authority_authorization_reloads_total", "result", "error")
 		return v >= 1
 	})
 	if err := read(otherID); err != nil {
 		t.Errorf("after a broken file the last good one must stay in force: %v", err)
 	}
-	write(authorizationFile)
-	eventually("the reader is gone again", func() bool { return status.Code(read(otherID)) == codes.PermissionDenied })
+	s.rewrite(t, authorizationFile)
+	eventually(t, "the reader is gone again", func() bool { return status.Code(read(otherID)) == codes.PermissionDenied })
 	if err := read(boardID); err != nil {
 		t.Errorf("the dashboard reads: %v", err)
 	}
@@ -357,5 +380,85 @@ func TestOperatorActionsAreRecordedWithTheirIdentity(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("history:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestIdentitiesAreTyped: a certificate's URI SANs, DNS SANs and common
+// name are identities of three kinds, and a DNS SAN or a common name counts
+// only where the authorization file names it with its kind (dns:, cn:). A
+// certificate whose DNS SAN or common name spells the operator's SPIFFE ID
+// is not the operator, and one that two entries of the file name is
+// refused, not given either role.
+func TestIdentitiesAreTyped(t *testing.T) {
+	const oncallDNS = "oncall.example.org"
+	tests := map[string]struct {
+		subject testcerts.Subject
+		// operators are listed as operators besides oncallID.
+		operators []string
+		// identity is who the authority takes the caller for: in the
+		// refusal's ErrorInfo, or in the history of the revocation.
+		identity string
+		// refused is part of the refusal; empty means the revocation is
+		// allowed.
+		refused string
+	}{
+		"the operator's URI SAN": {
+			subject: testcerts.Subject{URIs: []string{oncallID}}, identity: oncallID,
+		},
+		"a DNS SAN that spells the operator's SPIFFE ID": {
+			subject: testcerts.Subject{DNSNames: []string{oncallID}}, identity: "dns:" + oncallID, refused: "has no role",
+		},
+		"a common name that spells it": {
+			subject: testcerts.Subject{CommonName: oncallID}, identity: "cn:" + oncallID, refused: "has no role",
+		},
+		"a DNS SAN the file names as dns:": {
+			subject: testcerts.Subject{DNSNames: []string{oncallID}, CommonName: oncallID}, operators: []string{"dns:" + oncallID}, identity: "dns:" + oncallID,
+		},
+		"a common name the file names as cn:": {
+			subject: testcerts.Subject{CommonName: "Oncall Team", DNSNames: []string{oncallDNS}}, operators: []string{"cn:Oncall Team"}, identity: "cn:Oncall Team",
+		},
+		"a URI SAN the file names as uri:": {
+			subject: testcerts.Subject{URIs: []string{otherID}}, operators: []string{"uri:" + otherID}, identity: otherID,
+		},
+		"a certificate two entries name": {
+			subject: testcerts.Subject{URIs: []string{otherID}, DNSNames: []string{oncallDNS}}, operators: []string{otherID, "dns:" + oncallDNS},
+			identity: otherID, refused: "names 2 identities the authorization file names",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var extra strings.Builder
+			for _, id := range tc.operators {
+				fmt.Fprintf(&extra, "  - %q\n", id)
+			}
+			s := startMTLS(t, authoritytest.Options{Quiet: true}, strings.Replace(authorizationFile, "operators:\n", "operators:\n"+extra.String(), 1))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := s.clients[eastID].DeclareClusterEpoch(ctx, declareReq("", "east", 1)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.clientOf(t, tc.subject).RevokeFence(ctx, &fencev1.RevokeFenceRequest{ClusterName: "east"})
+			if tc.refused != "" {
+				if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), tc.refused) {
+					t.Fatalf("RevokeFence = %v, want PermissionDenied saying %q", err, tc.refused)
+				}
+				if got := errorInfo(err).GetMetadata()[rpctypes.MetadataIdentity]; got != tc.identity {
+					t.Errorf("refused as %q, want %q", got, tc.identity)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("RevokeFence = %v, want it allowed as %s", err, tc.identity)
+			}
+			hist, err := s.clients[oncallID].GetFenceHistory(ctx, &fencev1.GetFenceHistoryRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			events := hist.GetEvents()
+			last := events[len(events)-1]
+			if last.GetType() != fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_REVOKED || last.GetActor().GetIdentity() != tc.identity {
+				t.Errorf("last history entry %s by %q, want a revocation by %q", last.GetType(), last.GetActor().GetIdentity(), tc.identity)
+			}
+		})
 	}
 }

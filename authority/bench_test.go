@@ -114,11 +114,12 @@ func BenchmarkTakeoverToWatchEvent(b *testing.B) {
 // against its role costs.
 func BenchmarkDeclareAuthorization(b *testing.B) {
 	for _, mode := range []struct {
-		name      string
-		authorize bool
-	}{{"off", false}, {"on", true}} {
+		name string
+		// file is the authorization file; empty means none.
+		file string
+	}{{"off", ""}, {"on", authorizationFile}} {
 		b.Run(mode.name, func(b *testing.B) {
-			s := startMTLS(b, authoritytest.Options{LeaseTTL: time.Minute, Quiet: true}, mode.authorize)
+			s := startMTLS(b, authoritytest.Options{LeaseTTL: time.Minute, Quiet: true}, mode.file)
 			client := s.clients[eastID]
 			ctx := context.Background()
 			req := &fencev1.DeclareClusterEpochRequest{ClusterName: "east", ClusterUid: "uid-east", Epoch: 1}

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -50,6 +51,44 @@ func FuzzAuthorize(f *testing.F) {
 		}
 		if !ok {
 			t.Fatalf("%q may call %s as cluster %q in domain %q: its role does not allow it", identity, method, cluster, domain)
+		}
+	})
+}
+
+// FuzzIdentityKinds checks that the three kinds of identity never spell
+// the same string, whatever a certificate holds, and that the file's
+// spelling of each (dns:…, cn:…, a URI as it is) reads back as the claim
+// the certificate makes: a DNS SAN or a CN can only ever match an entry
+// written with its kind.
+func FuzzIdentityKinds(f *testing.F) {
+	for _, seed := range []string{eastID, "east.example.org", "dns:east.example.org", "uri:x:y", "cn:", "SPIFFE://x/y", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		dns, cn, uri := PrefixDNS+value, PrefixCN+value, uriIdentity(value)
+		if uri == dns || uri == cn || dns == cn {
+			t.Fatalf("%q: two kinds spell one identity: uri %q, dns %q, cn %q", value, uri, dns, cn)
+		}
+		if value == "" {
+			return
+		}
+		for _, claim := range []string{dns, cn} {
+			if got, err := parseIdentity(claim); err != nil || got != claim {
+				t.Errorf("the file's %q reads as %q, %v; want the claim %q", claim, got, err, claim)
+			}
+		}
+		u, err := url.Parse(value)
+		if err != nil || !u.IsAbs() {
+			return
+		}
+		// A certificate's URI SAN is read as u; the file names it as the
+		// claim is spelled (bare, unless the URI begins with a kind's
+		// prefix), or with uri:.
+		claim := uriIdentity(u.String())
+		for _, written := range []string{claim, PrefixURI + u.String()} {
+			if got, err := parseIdentity(written); err != nil || got != claim {
+				t.Errorf("the file's %q reads as %q, %v; want the claim %q", written, got, err, claim)
+			}
 		}
 	})
 }

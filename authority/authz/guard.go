@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
@@ -27,11 +29,19 @@ const maxLogKeys = 1024
 
 // Guard authorizes every call before its handler runs and puts the Caller
 // into the call's context. Without a policy (authorization is off) it allows
-// every call and still records who made it.
+// every call and still records who made it. Whether or not there is a
+// policy, a call whose client certificate has expired is refused with
+// Unauthenticated: a connection outlives the handshake that checked it.
+//
+// An open stream stays authorized only as long as it would be opened
+// again: each reload of the authorization file (Policy.Replaced) decides it
+// again, and one the new file refuses ends with the PermissionDenied a
+// refused open gets, counted the same way; at its client certificate's
+// expiry it ends with Unauthenticated.
 type Guard struct {
 	policy  func() *Policy
 	log     logr.Logger
-	clock   clock.PassiveClock
+	clock   clock.WithDelayedExecution
 	denials *prometheus.CounterVec
 
 	mu     sync.Mutex
@@ -50,8 +60,9 @@ type GuardOptions struct {
 	Logger logr.Logger
 	// Registerer receives the refusal counter; nil registers nowhere.
 	Registerer prometheus.Registerer
-	// Clock spaces the refusal log; nil means the real clock.
-	Clock clock.PassiveClock
+	// Clock judges certificate expiry and spaces the refusal log; nil
+	// means the real clock.
+	Clock clock.WithDelayedExecution
 }
 
 // NewGuard returns a Guard.
@@ -68,7 +79,7 @@ func NewGuard(opts GuardOptions) (*Guard, error) {
 		clock:  opts.Clock,
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_authority_permission_denied_total",
-			Help: "Calls refused because the caller's identity may not make them, by method.",
+			Help: "Calls refused because the caller's identity may not make them, and streams ended because a reloaded authorization file no longer allows them, by method.",
 		}, []string{"method"}),
 		logged: map[logKey]time.Time{},
 	}
@@ -84,7 +95,7 @@ func (g *Guard) ServerOptions() []grpc.ServerOption {
 }
 
 func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := g.check(ctx, info.FullMethod, req)
+	ctx, _, err := g.check(ctx, info.FullMethod, req)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +103,21 @@ func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 }
 
 func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &guardedStream{ServerStream: ss, guard: g, method: info.FullMethod})
+	base, end := context.WithCancelCause(ss.Context())
+	defer end(nil)
+	err := handler(srv, &guardedStream{ServerStream: ss, guard: g, method: info.FullMethod, base: base, end: end})
+	// The handler saw its context end; the client is told why.
+	var ended *streamEnd
+	if errors.As(context.Cause(base), &ended) {
+		return ended.status
+	}
+	return err
 }
+
+// streamEnd is why the Guard ended a stream: the status its client gets.
+type streamEnd struct{ status error }
+
+func (e *streamEnd) Error() string { return e.status.Error() }
 
 // guardedStream checks each message the client sends, which for the fence
 // protocol's one stream (WatchFence) is its only request, before the
@@ -102,54 +126,133 @@ type guardedStream struct {
 	grpc.ServerStream
 	guard  *Guard
 	method string
-	ctx    context.Context
+	// base is the stream's context; end ends it with a streamEnd.
+	base context.Context
+	end  context.CancelCauseFunc
+	// ctx is base with the Caller, once a message was allowed.
+	ctx context.Context
 }
 
 func (s *guardedStream) Context() context.Context {
 	if s.ctx != nil {
 		return s.ctx
 	}
-	return s.ServerStream.Context()
+	return s.base
 }
 
 func (s *guardedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	ctx, err := s.guard.check(s.ServerStream.Context(), s.method, m)
+	ctx, a, err := s.guard.check(s.base, s.method, m)
 	if err != nil {
 		return err
+	}
+	if s.ctx == nil && (a.policy != nil || !a.caller.Expires.IsZero()) {
+		go s.guard.watch(s.base, s.end, a)
 	}
 	s.ctx = ctx
 	return nil
 }
 
+// grant is an allowed call: who made it, what it asked, and the policy
+// that allowed it (nil without one).
+type grant struct {
+	caller Caller
+	method string
+	req    Request
+	policy *Policy
+}
+
 // check authorizes one request and returns the context its handler runs
-// with, or the refusal.
-func (g *Guard) check(ctx context.Context, method string, req any) (context.Context, error) {
+// with and what it allowed, or the refusal.
+func (g *Guard) check(ctx context.Context, method string, req any) (context.Context, grant, error) {
 	p, _ := peer.FromContext(ctx)
-	caller := CallerOf(p)
-	ctx = WithCaller(ctx, caller)
-	if g.policy == nil {
-		return ctx, nil
+	a := grant{caller: CallerOf(p), method: method, req: RequestOf(method, req)}
+	if !a.caller.Expires.IsZero() && !isHealth(method) && !g.clock.Now().Before(a.caller.Expires) {
+		return ctx, a, g.expired(a)
 	}
-	r := RequestOf(method, req)
-	decision := g.policy().Authorize(caller.Identity, r)
+	if g.policy != nil {
+		a.policy = g.policy()
+		if err := g.authorize(&a, ""); err != nil {
+			return ctx, a, err
+		}
+	}
+	return WithCaller(ctx, a.caller), a, nil
+}
+
+// watch ends an open stream, until ctx ends: with the refusal a reload of
+// the authorization file gives it, or with Unauthenticated when its client
+// certificate expires. A handler that waits on the stream's context
+// (WatchFence) returns at once; one that waits for the client's next
+// message is refused at that message.
+func (g *Guard) watch(ctx context.Context, end context.CancelCauseFunc, a grant) {
+	var expiry <-chan time.Time
+	if !a.caller.Expires.IsZero() {
+		t := g.clock.NewTimer(a.caller.Expires.Sub(g.clock.Now()))
+		defer t.Stop()
+		expiry = t.C()
+	}
+	var replaced <-chan struct{} // nil, never ready, without a policy
+	if a.policy != nil {
+		replaced = a.policy.Replaced()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-expiry:
+			end(&streamEnd{g.expired(a)})
+			return
+		case <-replaced:
+			a.policy = g.policy()
+			if err := g.authorize(&a, "a reload of the authorization file"); err != nil {
+				end(&streamEnd{err})
+				return
+			}
+			replaced = a.policy.Replaced()
+		}
+	}
+}
+
+// authorize decides a by its policy and puts the identity it is made as
+// into a.caller. A refusal is counted, logged and returned as
+// PermissionDenied; after names what it follows, for an open stream, and
+// is empty for a new call.
+func (g *Guard) authorize(a *grant, after string) error {
+	identity, decision := a.policy.Decide(a.caller.Claims, a.req)
+	a.caller.Identity = identity
 	if decision.Allowed {
-		return ctx, nil
+		return nil
 	}
-	short := shortMethod(method)
+	reason := decision.Reason
+	if after != "" {
+		reason = fmt.Sprintf("the stream is refused after %s: %s", after, reason)
+	}
+	short := shortMethod(a.method)
 	g.denials.WithLabelValues(short).Inc()
-	if g.shouldLog(caller.Identity, short) {
-		g.log.Error(nil, "call refused", "identity", caller.Identity, "peer", caller.Peer,
-			"method", short, "cluster", r.Cluster, "domain", r.Domain, "reason", decision.Reason)
+	if g.shouldLog(identity, short) {
+		g.log.Error(nil, "call refused", "identity", identity, "peer", a.caller.Peer,
+			"method", short, "cluster", a.req.Cluster, "domain", a.req.Domain, "reason", reason)
 	}
-	return ctx, rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, decision.Reason, map[string]string{
-		rpctypes.MetadataIdentity: caller.Identity,
-		rpctypes.MetadataMethod:   method,
-		rpctypes.MetadataCluster:  r.Cluster,
-		rpctypes.MetadataDomain:   r.Domain,
+	return rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, reason, map[string]string{
+		rpctypes.MetadataIdentity: identity,
+		rpctypes.MetadataMethod:   a.method,
+		rpctypes.MetadataCluster:  a.req.Cluster,
+		rpctypes.MetadataDomain:   a.req.Domain,
 	})
+}
+
+// expired is the refusal of a call whose client certificate has expired,
+// logged like a permission refusal.
+func (g *Guard) expired(a grant) error {
+	at := a.caller.Expires.UTC().Format(time.RFC3339)
+	short := shortMethod(a.method)
+	if g.shouldLog(a.caller.Identity, short) {
+		g.log.Info("call refused: client certificate expired", "identity", a.caller.Identity, "peer", a.caller.Peer,
+			"method", short, "expiredAt", at)
+	}
+	return status.Errorf(codes.Unauthenticated, "the client certificate expired at %s: connect again with a valid one", at)
 }
 
 // shouldLog reports whether a refusal of identity calling method is due

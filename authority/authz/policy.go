@@ -32,7 +32,9 @@ const (
 	reflectionService = "/grpc.reflection."
 )
 
-// File is the authorization file's content.
+// File is the authorization file's content. Its identities are written
+// uri:…, dns:… or cn:… (see PrefixURI, PrefixDNS, PrefixCN); one without a
+// prefix is a URI, such as a SPIFFE ID.
 type File struct {
 	// Clusters bind identities to the one cluster each may act as.
 	Clusters []ClusterBinding `json:"clusters,omitempty"`
@@ -44,7 +46,7 @@ type File struct {
 
 // ClusterBinding lets one identity declare, release and read as one cluster.
 type ClusterBinding struct {
-	// Identity is the caller's identity (see Identity).
+	// Identity is the caller's identity (see File).
 	Identity string `json:"identity"`
 	// Cluster is the cluster name it acts as.
 	Cluster string `json:"cluster"`
@@ -52,16 +54,20 @@ type ClusterBinding struct {
 	Domains []string `json:"domains"`
 }
 
-// Policy is a checked authorization file, indexed by identity.
+// Policy is a checked authorization file, indexed by identity as
+// Identities writes it.
 type Policy struct {
 	clusters  map[string]ClusterBinding
 	operators map[string]bool
 	readers   map[string]bool
+	// replaced is closed when a Source puts a newer policy in force.
+	replaced chan struct{}
 }
 
 // Parse reads an authorization file (YAML or JSON) strictly: unknown
-// fields, an identity bound to two clusters, a cluster name or domain that
-// is not a DNS label are errors that name the entry.
+// fields, an identity bound to two clusters, an identity without a prefix
+// that is not an absolute URI, a cluster name or domain that is not a DNS
+// label are errors that name the entry.
 func Parse(data []byte) (*Policy, error) {
 	var f File
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
@@ -72,12 +78,13 @@ func Parse(data []byte) (*Policy, error) {
 
 // Compile checks f and indexes it.
 func Compile(f File) (*Policy, error) {
-	p := &Policy{clusters: map[string]ClusterBinding{}, operators: map[string]bool{}, readers: map[string]bool{}}
+	p := &Policy{clusters: map[string]ClusterBinding{}, operators: map[string]bool{}, readers: map[string]bool{}, replaced: make(chan struct{})}
 	var errs []error
 	for i, b := range f.Clusters {
 		where := fmt.Sprintf("clusters[%d]", i)
-		if b.Identity == "" {
-			errs = append(errs, fmt.Errorf("%s: identity is empty", where))
+		id, err := parseIdentity(b.Identity)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 		if err := rpctypes.ValidateClusterName(b.Cluster); err != nil {
 			errs = append(errs, fmt.Errorf("%s (%s): %w", where, b.Identity, err))
@@ -93,20 +100,24 @@ func Compile(f File) (*Policy, error) {
 				errs = append(errs, fmt.Errorf("%s (%s): %w", where, b.Identity, err))
 			}
 		}
-		if prev, dup := p.clusters[b.Identity]; dup && b.Identity != "" {
+		if id == "" {
+			continue
+		}
+		if prev, dup := p.clusters[id]; dup {
 			errs = append(errs, fmt.Errorf("%s: identity %q is bound to cluster %q already: an identity acts as one cluster only", where, b.Identity, prev.Cluster))
 			continue
 		}
-		p.clusters[b.Identity] = b
+		p.clusters[id] = b
 	}
 	for _, list := range []struct {
 		name string
 		ids  []string
 		into map[string]bool
 	}{{"operators", f.Operators, p.operators}, {"readers", f.Readers, p.readers}} {
-		for i, id := range list.ids {
-			if id == "" {
-				errs = append(errs, fmt.Errorf("%s[%d]: identity is empty", list.name, i))
+		for i, written := range list.ids {
+			id, err := parseIdentity(written)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s[%d]: %w", list.name, i, err))
 				continue
 			}
 			list.into[id] = true
@@ -149,10 +160,58 @@ func deny(format string, args ...any) Decision {
 	return Decision{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Authorize decides whether identity may make the call r. It is a pure
-// function of the policy, the identity and the request.
+// Replaced is closed once a Source puts a newer policy in force, so that
+// what this one allowed (an open stream) is decided again; it stays open
+// for a policy no Source holds.
+func (p *Policy) Replaced() <-chan struct{} { return p.replaced }
+
+// Decide picks, among the identities a caller's certificate names
+// (Caller.Claims), the one the call is made as, and decides whether it may
+// make the call r. That is the one claim the file names; a DNS SAN or a
+// common name thus counts only where the file names it as dns:… or cn:….
+// A certificate the file names no claim of is its first claim, without a
+// role. One the file names two or more claims of is refused, rather than
+// given the role of its URI SAN: the file then gives its holder two roles,
+// and which one it meant is for the file to say, by naming one; a rule of
+// precedence would hand out the wider role silently. Decide is a pure
+// function of the policy, the claims and the request.
+func (p *Policy) Decide(claims []string, r Request) (string, Decision) {
+	var named []string
+	for _, c := range claims {
+		if p.names(c) {
+			named = append(named, c)
+		}
+	}
+	identity := ""
+	switch {
+	case len(named) > 0:
+		identity = named[0]
+	case len(claims) > 0:
+		identity = claims[0]
+	}
+	if isHealth(r.Method) {
+		return identity, allow()
+	}
+	switch {
+	case len(named) > 1:
+		return identity, deny("the client certificate names %d identities the authorization file names (%s): it must name one only, so that its role is plain; remove all but one from the file, or issue a certificate that names one", len(named), strings.Join(named, ", "))
+	case len(named) == 0 && len(claims) > 1:
+		return identity, deny("identity %q has no role in the authorization file, nor has any other identity the client certificate names (%s): bind one to a cluster, or list it as an operator or a reader; a DNS SAN counts only as dns:…, a common name only as cn:…", identity, strings.Join(claims[1:], ", "))
+	}
+	return identity, p.Authorize(identity, r)
+}
+
+// names reports whether the file gives identity a role.
+func (p *Policy) names(identity string) bool {
+	_, isCluster := p.clusters[identity]
+	return isCluster || p.operators[identity] || p.readers[identity]
+}
+
+// Authorize decides whether identity, written as Identities writes it, may
+// make the call r. It is a pure function of the policy, the identity and
+// the request.
 func (p *Policy) Authorize(identity string, r Request) Decision {
-	if strings.HasPrefix(r.Method, healthService) {
+	if isHealth(r.Method) {
 		// Health checking tells nothing about the fence.
 		return allow()
 	}
@@ -203,6 +262,10 @@ func (p *Policy) Authorize(identity string, r Request) Decision {
 	}
 	return deny("method %s is not part of the fence protocol this authority authorizes", r.Method)
 }
+
+// isHealth reports whether method is health checking, which every caller
+// may use.
+func isHealth(method string) bool { return strings.HasPrefix(method, healthService) }
 
 // allows reports whether the binding covers domain.
 func (b ClusterBinding) allows(domain string) bool {

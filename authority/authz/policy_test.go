@@ -13,6 +13,7 @@ const (
 	paymentsID = "spiffe://example.org/fencegate/cluster/payments-east"
 	oncallID   = "spiffe://example.org/fencegate/operator/oncall"
 	boardID    = "spiffe://example.org/fencegate/dashboard"
+	otherURI   = "spiffe://example.org/intruder"
 )
 
 const testFile = `
@@ -115,25 +116,33 @@ func TestParseRefusesAmbiguousFiles(t *testing.T) {
 		"an unknown field": {file: "clusters: []\noperator: [x]\n", wantErr: []string{`unknown field "operator"`}},
 		"not YAML":         {file: "clusters: [", wantErr: []string{"parse authorization file"}},
 		"one identity, two clusters": {
-			file:    "clusters:\n- {identity: a, cluster: east, domains: ['*']}\n- {identity: a, cluster: west, domains: ['*']}\n",
-			wantErr: []string{`clusters[1]: identity "a" is bound to cluster "east" already`},
+			file:    "clusters:\n- {identity: 'dns:a', cluster: east, domains: ['*']}\n- {identity: 'dns:a', cluster: west, domains: ['*']}\n",
+			wantErr: []string{`clusters[1]: identity "dns:a" is bound to cluster "east" already`},
+		},
+		"one URI, with and without uri:": {
+			file:    "clusters:\n- {identity: 'spiffe://x/a', cluster: east, domains: ['*']}\n- {identity: 'uri:spiffe://x/a', cluster: west, domains: ['*']}\n",
+			wantErr: []string{`clusters[1]: identity "uri:spiffe://x/a" is bound to cluster "east" already`},
 		},
 		"a cluster name that is not a DNS label": {
-			file:    "clusters:\n- {identity: a, cluster: East_1, domains: ['*']}\n",
-			wantErr: []string{"clusters[0] (a): cluster_name: \"East_1\" is not a DNS label"},
+			file:    "clusters:\n- {identity: 'dns:a', cluster: East_1, domains: ['*']}\n",
+			wantErr: []string{"clusters[0] (dns:a): cluster_name: \"East_1\" is not a DNS label"},
 		},
 		"no domains": {
-			file:    "clusters:\n- {identity: a, cluster: east}\n",
-			wantErr: []string{"clusters[0] (a): domains is empty"},
+			file:    "clusters:\n- {identity: 'dns:a', cluster: east}\n",
+			wantErr: []string{"clusters[0] (dns:a): domains is empty"},
 		},
 		"a bad domain": {
-			file:    "clusters:\n- {identity: a, cluster: east, domains: [Prod]}\n",
-			wantErr: []string{"clusters[0] (a): domain: \"Prod\" is not a DNS label"},
+			file:    "clusters:\n- {identity: 'dns:a', cluster: east, domains: [Prod]}\n",
+			wantErr: []string{"clusters[0] (dns:a): domain: \"Prod\" is not a DNS label"},
 		},
 		"an empty operator": {file: "operators: ['']\n", wantErr: []string{"operators[0]: identity is empty"}},
 		"a cluster that is an operator too": {
-			file:    "clusters:\n- {identity: a, cluster: east, domains: ['*']}\noperators: [a]\n",
-			wantErr: []string{`identity "a" is both a cluster and an operator`},
+			file:    "clusters:\n- {identity: 'cn:a', cluster: east, domains: ['*']}\noperators: ['cn:a']\n",
+			wantErr: []string{`identity "cn:a" is both a cluster and an operator`},
+		},
+		"a bare host name, once a DNS SAN": {
+			file:    "clusters:\n- {identity: east.example.org, cluster: east, domains: ['*']}\nreaders: [board.example.org]\n",
+			wantErr: []string{`clusters[0]: identity "east.example.org" is not an absolute URI`, `readers[0]: identity "board.example.org" is not an absolute URI`, "write dns:board.example.org"},
 		},
 		"every mistake at once": {
 			file:    "clusters:\n- {identity: '', cluster: east, domains: ['*']}\nreaders: ['']\n",
@@ -155,6 +164,61 @@ func TestParseRefusesAmbiguousFiles(t *testing.T) {
 	}
 	if _, err := Parse([]byte("")); err != nil {
 		t.Errorf("an empty file (nobody may call) is refused: %v", err)
+	}
+}
+
+// TestDecide: a caller is the one identity of its certificate the file
+// names, with its kind: a DNS SAN or a common name counts only where the
+// file names it as dns: or cn:, and a certificate the file names twice is
+// refused.
+func TestDecide(t *testing.T) {
+	p, err := Parse([]byte(`
+clusters:
+  - {identity: "spiffe://example.org/fencegate/cluster/east", cluster: east, domains: ["*"]}
+  - {identity: "dns:west.example.org", cluster: west, domains: ["*"]}
+operators: ["spiffe://example.org/fencegate/operator/oncall", "cn:Oncall"]
+readers: ["uri:spiffe://example.org/fencegate/dashboard"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoke := Request{Method: MethodRevoke, Domain: "default", Cluster: "east"}
+	tests := map[string]struct {
+		claims   []string
+		req      Request
+		identity string
+		// wantReason is part of the refusal; empty means allowed.
+		wantReason string
+	}{
+		"the operator's URI SAN":                {claims: []string{oncallID, "cn:" + oncallID}, req: revoke, identity: oncallID},
+		"a DNS SAN that spells the operator":    {claims: []string{"dns:" + oncallID}, req: revoke, identity: "dns:" + oncallID, wantReason: "has no role"},
+		"a CN that spells the operator":         {claims: []string{"cn:" + oncallID}, req: revoke, identity: "cn:" + oncallID, wantReason: "has no role"},
+		"both, and neither is named":            {claims: []string{"dns:" + oncallID, "cn:" + oncallID}, req: revoke, identity: "dns:" + oncallID, wantReason: "nor has any other identity the client certificate names (cn:" + oncallID + ")"},
+		"a common name the file names":          {claims: []string{"spiffe://example.org/unbound", "dns:x.example.org", "cn:Oncall"}, req: revoke, identity: "cn:Oncall"},
+		"a DNS SAN the file binds to a cluster": {claims: []string{"dns:west.example.org", "cn:west"}, req: Request{Method: MethodDeclare, Domain: "default", Cluster: "west"}, identity: "dns:west.example.org"},
+		"a reader the file writes with uri:":    {claims: []string{boardID}, req: Request{Method: MethodGet, Domain: "default"}, identity: boardID},
+		"a certificate the file names twice":    {claims: []string{eastID, "cn:Oncall"}, req: revoke, identity: eastID, wantReason: "names 2 identities the authorization file names (" + eastID + ", cn:Oncall)"},
+		"health checking, named twice":          {claims: []string{eastID, "cn:Oncall"}, req: Request{Method: "/grpc.health.v1.Health/Check"}, identity: eastID},
+		"no certificate":                        {req: revoke, wantReason: "has no client identity"},
+		"health checking without a certificate": {req: Request{Method: "/grpc.health.v1.Health/Check"}},
+		"an unbound URI SAN and nothing else":   {claims: []string{otherURI}, req: revoke, identity: otherURI, wantReason: `identity "` + otherURI + `" has no role`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			identity, d := p.Decide(tc.claims, tc.req)
+			if identity != tc.identity {
+				t.Errorf("identity %q, want %q", identity, tc.identity)
+			}
+			if tc.wantReason == "" {
+				if !d.Allowed {
+					t.Fatalf("refused: %s", d.Reason)
+				}
+				return
+			}
+			if d.Allowed || !strings.Contains(d.Reason, tc.wantReason) {
+				t.Errorf("%+v, want a refusal saying %q", d, tc.wantReason)
+			}
+		})
 	}
 }
 

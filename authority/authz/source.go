@@ -25,7 +25,8 @@ const reloadDelay = 200 * time.Millisecond
 
 // Source keeps the policy of an authorization file: the last one that
 // parsed. A file that no longer parses leaves the last good policy in
-// force, and says so in the log, in the metrics and in Status.
+// force, and says so in the log, in the metrics and in Status. Each policy
+// it replaces is told so (Policy.Replaced).
 type Source struct {
 	path    string
 	log     logr.Logger
@@ -126,10 +127,16 @@ func (s *Source) Reload() error {
 	}
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	s.metrics.lastSuccess.Set(1)
-	if prev := s.current.Load(); prev != nil && prev.revision == revision && s.status.Error == "" {
+	prev := s.current.Load()
+	if prev != nil && prev.revision == revision && s.status.Error == "" {
 		return nil
 	}
 	s.current.Store(&loaded{policy: policy, revision: revision})
+	if prev != nil {
+		// Each policy is put in force once and replaced once, under s.mu:
+		// what it allowed is decided again by the new one.
+		close(prev.policy.replaced)
+	}
 	s.status = Status{Path: s.path, Revision: revision, LoadedAt: now}
 	s.log.Info("authorization file loaded", "path", s.path, "revision", revision)
 	return nil

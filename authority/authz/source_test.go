@@ -2,9 +2,6 @@ package authz
 
 import (
 	"context"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,28 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
-
-func TestIdentity(t *testing.T) {
-	spiffe, _ := url.Parse(eastID)
-	other, _ := url.Parse("spiffe://example.org/second")
-	tests := map[string]struct {
-		cert *x509.Certificate
-		want string
-	}{
-		"the URI SAN":               {cert: &x509.Certificate{URIs: []*url.URL{spiffe}, DNSNames: []string{"east.example.org"}, Subject: pkix.Name{CommonName: "east"}}, want: eastID},
-		"the first of two URI SANs": {cert: &x509.Certificate{URIs: []*url.URL{spiffe, other}}, want: eastID},
-		"else the DNS SAN":          {cert: &x509.Certificate{DNSNames: []string{"east.example.org", "x"}, Subject: pkix.Name{CommonName: "east"}}, want: "east.example.org"},
-		"else the common name":      {cert: &x509.Certificate{Subject: pkix.Name{CommonName: "east"}}, want: "east"},
-		"nothing names no one":      {cert: &x509.Certificate{}, want: ""},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := Identity(tc.cert); got != tc.want {
-				t.Errorf("Identity = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
 
 // TestSourceKeepsTheLastGoodFile: a file that no longer parses leaves the
 // last good policy in force and says so in the status and the metrics; a
@@ -152,5 +127,43 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSourceTellsTheReplacedPolicy: a policy is told when a reload puts
+// another in force, so that what it allowed is decided again; a reload of
+// the same content or of a broken file leaves it in force and untold.
+func TestSourceTellsTheReplacedPolicy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "authorization.yaml")
+	write(t, path, testFile)
+	src, err := NewSource(path, SourceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced := func(p *Policy) bool {
+		select {
+		case <-p.Replaced():
+			return true
+		default:
+			return false
+		}
+	}
+	first := src.Policy()
+	for _, content := range []string{testFile, "clusters: ["} {
+		write(t, path, content)
+		_ = src.Reload()
+		if replaced(first) || src.Policy() != first {
+			t.Fatalf("a reload of %q replaced the policy in force", content)
+		}
+	}
+	write(t, path, "readers: ["+westID+"]\n")
+	if err := src.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if !replaced(first) {
+		t.Error("the replaced policy was not told")
+	}
+	if replaced(src.Policy()) {
+		t.Error("the policy in force is told it was replaced")
 	}
 }

@@ -254,7 +254,9 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 			return fail(fmt.Errorf("--tls-cert/--tls-key: %w", err))
 		}
 		group.Go(func() error { return tlsutil.RunWatcher(ctx, watcher) })
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(cfg)))
+		// Connections close when their client certificate expires, so
+		// that clients present their rotated one.
+		grpcOpts = append(grpcOpts, grpc.Creds(guard.Credentials(credentials.NewTLS(cfg))))
 	}
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -102,11 +102,40 @@ func (ca *CA) Client(commonName string) (Pair, error) {
 // when it is a URI with a scheme (a SPIFFE ID), else as its DNS SAN; the
 // common name is the identity too.
 func (ca *CA) ClientFor(identity string) (Pair, error) {
-	tmpl := ca.template(identity, x509.ExtKeyUsageClientAuth)
+	s := Subject{CommonName: identity}
 	if u, err := url.Parse(identity); err == nil && u.Scheme != "" {
-		tmpl.URIs = []*url.URL{u}
+		s.URIs = []string{identity}
 	} else {
-		tmpl.DNSNames = []string{identity}
+		s.DNSNames = []string{identity}
+	}
+	return ca.ClientOf(s)
+}
+
+// Subject is what a client certificate names, and until when it is valid:
+// for tests of how a server tells its callers apart, and of what it does
+// when a certificate expires.
+type Subject struct {
+	// CommonName is the subject's CN; empty for none.
+	CommonName string
+	// URIs and DNSNames are its subject alternative names.
+	URIs, DNSNames []string
+	// NotAfter is when it expires; zero means a day from now.
+	NotAfter time.Time
+}
+
+// ClientOf signs a client certificate that names exactly what s says.
+func (ca *CA) ClientOf(s Subject) (Pair, error) {
+	tmpl := ca.template(s.CommonName, x509.ExtKeyUsageClientAuth)
+	for _, raw := range s.URIs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return Pair{}, fmt.Errorf("URI SAN %q: %w", raw, err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
+	}
+	tmpl.DNSNames = s.DNSNames
+	if !s.NotAfter.IsZero() {
+		tmpl.NotAfter = s.NotAfter
 	}
 	return ca.sign(tmpl)
 }
@@ -193,9 +222,19 @@ func (ca *CA) ClientTLS(identity string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := ca.ClientConfig(pair)
+	if err != nil {
+		return nil, fmt.Errorf("the client certificate of %s: %w", identity, err)
+	}
+	return cfg, nil
+}
+
+// ClientConfig returns a client configuration that trusts the CA and
+// presents pair.
+func (ca *CA) ClientConfig(pair Pair) (*tls.Config, error) {
 	cert, err := pair.TLS()
 	if err != nil {
-		return nil, fmt.Errorf("load the client certificate of %s: %w", identity, err)
+		return nil, fmt.Errorf("load the client certificate: %w", err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, nil
 }
