@@ -134,16 +134,40 @@ func TestClusterGeneration(t *testing.T) {
 }
 
 // TestGenerationsNeverRepeat: a generation is the time it is issued, or one
-// above the current one when the clock is behind it, so that a cluster
-// forgotten and declared anew cannot be handed a generation a backup of it
-// holds.
+// above the last one the domain issued when the clock is behind it, so that
+// a cluster forgotten and declared anew is handed neither a generation a
+// backup of it holds nor one below those its processes already saw (they
+// keep the highest, and would present that one).
 func TestGenerationsNeverRepeat(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl, GenerationPeriod: time.Minute}
+	r, err := machine.Declare(State{}, declare(east, 3), t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = machine.Declare(r.State, declare(west, 2), t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	old := r.State.Clusters[west.UID].Generation
+	f, err := machine.Forget(r.State, Forgetting{Cluster: west}, t0.Add(time.Minute))
+	if err != nil || f.Outcome != Forgotten {
+		t.Fatalf("forget west: %v, %v", f.Outcome, err)
+	}
+	// The replica that runs the next declaration has a clock a minute
+	// behind.
+	if r, err = machine.Declare(f.State, declare(west, 2), t0); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.State.Clusters[west.UID].Generation; got <= old {
+		t.Errorf("west declared anew behind the clock is handed generation %d, not above %d it had before it was forgotten", got, old)
+	}
+
 	c := Cluster{}
-	c.rotateGeneration(at(time.Minute))
+	var last uint64
+	c.rotateGeneration(at(time.Minute), &last)
 	first := c.Generation
-	c.rotateGeneration(at(0))
-	if c.Generation != first+1 || c.PreviousGeneration != first {
-		t.Fatalf("after a clock step back: generation %d (previous %d), want %d (previous %d)", c.Generation, c.PreviousGeneration, first+1, first)
+	c.rotateGeneration(at(0), &last)
+	if c.Generation != first+1 || c.PreviousGeneration != first || last != c.Generation {
+		t.Fatalf("after a clock step back: generation %d (previous %d, last %d), want %d (previous %d, last the same)", c.Generation, c.PreviousGeneration, last, first+1, first)
 	}
 }
 

@@ -345,7 +345,7 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		// while it declares, so that a backup is told apart within two
 		// periods; it is never moved by a declaration that changes nothing.
 		if record.Generation == 0 || granted || at-record.GenerationAt >= UnixNano(m.generationPeriod()) {
-			record.rotateGeneration(at)
+			record.rotateGeneration(at, &next.LastGeneration)
 		}
 		next.Clusters[d.Cluster.UID] = record
 		answer.ClusterGeneration = record.Generation

@@ -39,6 +39,13 @@ type State struct {
 	// authority can tell a lease it has seen from a renewal of it without
 	// comparing times written by another replica's clock.
 	LeaseSeq uint64 `json:"lease_seq,omitempty"`
+	// LastGeneration is the last cluster generation the machine issued in
+	// the domain. Each new one is above it, so that a cluster's
+	// generations only rise, even across a forgotten record made anew by a
+	// replica whose clock is behind the one that issued the old record's:
+	// the cluster's processes, which keep the newest generation they saw,
+	// would otherwise present the old record's and be refused as restored.
+	LastGeneration uint64 `json:"last_generation,omitempty"`
 }
 
 // HighestEpoch is the highest epoch any cluster declared in the domain; 0
@@ -377,11 +384,12 @@ func (c Cluster) acceptsGeneration(g uint64) bool {
 
 // rotateGeneration issues a new generation at time at: the time itself,
 // so that generations never repeat, not even after the record is
-// forgotten and made anew, or one above the current if the clock is behind
-// it.
-func (c *Cluster) rotateGeneration(at UnixNano) {
-	next := max(uint64(max(at, 0)), c.Generation+1)
+// forgotten and made anew, or one above the last the domain issued
+// (*last) if the clock is behind it.
+func (c *Cluster) rotateGeneration(at UnixNano, last *uint64) {
+	next := max(uint64(max(at, 0)), c.Generation+1, *last+1)
 	c.PreviousGeneration, c.Generation, c.GenerationAt = c.Generation, next, at
+	*last = next
 }
 
 // Identity names a cluster: its name (a DNS label) and the UID of its
@@ -397,7 +405,7 @@ func (i Identity) Is(c Identity) bool { return i == c }
 // Clone returns a deep copy, so a caller may keep s while the machine
 // builds the next state.
 func (s State) Clone() State {
-	out := State{LeaseSeq: s.LeaseSeq}
+	out := State{LeaseSeq: s.LeaseSeq, LastGeneration: s.LastGeneration}
 	if s.Holder != nil {
 		h := *s.Holder
 		h.Instances = maps.Clone(h.Instances)
