@@ -67,6 +67,12 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 		Since:              old.Since,
 		LastDeclaration:    old.LastDeclaration,
 		Components:         old.Components,
+		ClusterGeneration:  old.ClusterGeneration,
+	}
+	if s.ClusterGeneration != 0 {
+		// A state with none (before the first answer) keeps the one the
+		// status has: the cluster's next processes present it.
+		st.ClusterGeneration = int64(s.ClusterGeneration) //nolint:gosec // generations are far below 2^63
 	}
 	if s.Cluster.Name != "" {
 		st.Cluster = &fencegatev1alpha1.FenceCluster{Name: s.Cluster.Name, UID: s.Cluster.UID, Epoch: st.Epoch}
@@ -90,12 +96,17 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 		st.LastDeclaration = &metav1.Time{Time: time.Unix(0, s.LastSuccessNS).Truncate(time.Second)}
 	}
 
-	reason := Reason(s)
+	row := conditionsOf(s)
+	reason := row.reason
 	holding := metav1.Condition{Type: fencegatev1alpha1.ConditionHolding, Status: metav1.ConditionFalse, Reason: reason, Message: in.Message, ObservedGeneration: st.ObservedGeneration}
 	if s.Status == fencestate.Active {
 		holding.Status = metav1.ConditionTrue
 	}
+	if row.agentMessage && s.Message != "" {
+		holding.Message = s.Message
+	}
 	setCondition(&st.Conditions, holding, now)
+	setCondition(&st.Conditions, epochAccepted(s, row, in.TargetEpoch, in.Generation), now)
 
 	enforced := metav1.Condition{Type: fencegatev1alpha1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: st.ObservedGeneration}
 	lagging := laggingInstances(EntryOf("", s), in.Instances, in.Live)
@@ -121,7 +132,7 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 // changed reports whether what the fence says of this cluster differs
 // between two statuses: the fields a declaration's answer sets.
 func changed(a, b fencegatev1alpha1.ClusterFenceStatus) bool {
-	return a.State != b.State || a.FenceReason != b.FenceReason || a.Epoch != b.Epoch || a.Token != b.Token ||
+	return a.State != b.State || a.FenceReason != b.FenceReason || a.Epoch != b.Epoch || a.Token != b.Token || a.ClusterGeneration != b.ClusterGeneration ||
 		!ptrEqual(a.Cluster, b.Cluster) || !ptrEqual(a.Holder, b.Holder) || !ptrEqual(a.Pending, b.Pending)
 }
 
@@ -132,22 +143,75 @@ func ptrEqual[T comparable](a, b *T) bool {
 	return *a == *b
 }
 
+// stateConditions is what a fence state makes of the Fence's conditions.
+type stateConditions struct {
+	// status and fenceReason match a state; empty matches any.
+	status      fencestate.Status
+	fenceReason string
+	// reason is the reason of Holding and Enforced.
+	reason string
+	// agentMessage makes the agent's message Holding's, where the
+	// policies' words (made for a status, not for this reason) would send
+	// a person the wrong way.
+	agentMessage bool
+	// epoch is EpochAccepted's status when the state is the answer to the
+	// epoch asked for: True when that answer accepts it, False when it
+	// refuses it, Unknown when it does not tell.
+	epoch metav1.ConditionStatus
+}
+
+// stateTable holds the conditions of every fence state, the first row
+// that matches a state applying. A status that is unknown tells nothing by
+// itself: the agent's reason then tells refusals apart.
+var stateTable = []stateConditions{
+	{status: fencestate.Active, reason: fencegatev1alpha1.ReasonFenceHeld, epoch: metav1.ConditionTrue},
+	{status: fencestate.Fenced, reason: fencegatev1alpha1.ReasonClusterFenced, epoch: metav1.ConditionTrue},
+	{status: fencestate.EpochRegressed, reason: fencegatev1alpha1.ReasonEpochRegressed, epoch: metav1.ConditionFalse},
+	{status: fencestate.Acquiring, reason: fencegatev1alpha1.ReasonFenceAcquiring, epoch: metav1.ConditionTrue},
+	{fenceReason: rpctypes.ReasonPermissionDenied, reason: fencegatev1alpha1.ReasonPermissionDenied, epoch: metav1.ConditionUnknown},
+	// A copy restored from a backup enforces being fenced: it admits
+	// nothing, whatever its epoch, until a failover raises the epoch.
+	{fenceReason: rpctypes.ReasonClusterRestored, reason: fencegatev1alpha1.ReasonClusterRestored, agentMessage: true, epoch: metav1.ConditionUnknown},
+	{reason: fencegatev1alpha1.ReasonFenceUnknown, epoch: metav1.ConditionUnknown},
+}
+
+// conditionsOf returns the row of stateTable that applies to s.
+func conditionsOf(s fencestate.State) stateConditions {
+	for _, row := range stateTable {
+		if (row.status == "" || row.status == s.Status) && (row.fenceReason == "" || row.fenceReason == s.Reason) {
+			return row
+		}
+	}
+	return stateTable[len(stateTable)-1]
+}
+
 // Reason is the reason of a Fence's conditions for a fence state.
-func Reason(s fencestate.State) string {
-	switch s.Status {
-	case fencestate.Active:
-		return fencegatev1alpha1.ReasonFenceHeld
-	case fencestate.Fenced:
-		return fencegatev1alpha1.ReasonClusterFenced
-	case fencestate.EpochRegressed:
-		return fencegatev1alpha1.ReasonEpochRegressed
-	case fencestate.Acquiring:
-		return fencegatev1alpha1.ReasonFenceAcquiring
+func Reason(s fencestate.State) string { return conditionsOf(s).reason }
+
+// epochAccepted is the EpochAccepted condition: whether the authority
+// accepts target, the epoch this cluster is asked to declare, at the
+// object's generation. s.Cluster.Epoch is the epoch the agent declares: the
+// one the state answers, and the last accepted one while a higher one is
+// refused (s.EpochRefused).
+func epochAccepted(s fencestate.State, row stateConditions, target uint64, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: fencegatev1alpha1.ConditionEpochAccepted, ObservedGeneration: generation}
+	declared := s.Cluster.Epoch
+	switch {
+	case s.EpochRefused != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fencegatev1alpha1.ReasonEpochStepTooLarge, s.EpochRefused.Message
+	case target < declared:
+		c.Status, c.Reason = metav1.ConditionFalse, fencegatev1alpha1.ReasonEpochBelowAccepted
+		c.Message = fmt.Sprintf("the epoch asked for, %d (max(--epoch, spec.epoch)), is below epoch %d that this cluster already declares: an epoch only rises, so the cluster goes on declaring %d. Set spec.epoch to %d or more (a Fence made again by hand starts below it)", target, declared, declared, declared)
+	case target > declared || row.epoch == metav1.ConditionUnknown:
+		c.Status, c.Reason = metav1.ConditionUnknown, fencegatev1alpha1.ReasonEpochPending
+		c.Message = fmt.Sprintf("the fence authority has not accepted epoch %d yet; this cluster's fence state: %s (%s)", target, describe(s), row.reason)
+	case row.epoch == metav1.ConditionFalse:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, row.reason, s.Message
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, fencegatev1alpha1.ReasonEpochAccepted
+		c.Message = fmt.Sprintf("the fence authority accepts epoch %d", target)
 	}
-	if s.Reason == rpctypes.ReasonPermissionDenied {
-		return fencegatev1alpha1.ReasonPermissionDenied
-	}
-	return fencegatev1alpha1.ReasonFenceUnknown
+	return c
 }
 
 // EntryOf is the entry of status.instances of an instance that applies s.

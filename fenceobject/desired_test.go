@@ -55,12 +55,16 @@ func TestDesired(t *testing.T) {
 		holding, enforced, reason string
 		// messages are parts of Enforced's message.
 		messages []string
-		check    func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus)
+		// epoch is EpochAccepted's status and reason, and epochMessage a
+		// part of its message; unchecked when empty.
+		epoch, epochMessage string
+		check               func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus)
 	}{
 		"holding and enforced on two replicas": {
 			in:      inputs(active, "west-a", "west-b"),
 			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
 			messages: []string{"every fencegate replica (2)"},
+			epoch:    "True/EpochAccepted", epochMessage: "accepts epoch 2",
 			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
 				if st.State != "active" || st.Epoch != 2 || st.Token != 42 || st.Holder == nil || *st.Holder != (fencegatev1alpha1.FenceCluster{Name: "west", UID: "uid-west", Epoch: 2}) {
 					t.Errorf("state %s epoch %d token %d holder %+v", st.State, st.Epoch, st.Token, st.Holder)
@@ -143,8 +147,54 @@ func TestDesired(t *testing.T) {
 			},
 		},
 		"epoch regressed": {
-			in:      inputs(fencestate.State{Status: fencestate.EpochRegressed, Cluster: east, Holder: west, Reason: rpctypes.ReasonEpochRegressed}, "east-a"),
+			in:      inputs(fencestate.State{Status: fencestate.EpochRegressed, Cluster: east, Holder: west, Reason: rpctypes.ReasonEpochRegressed, Message: "declared less than before"}, "east-a"),
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonEpochRegressed,
+			epoch: "False/EpochRegressed", epochMessage: "declared less than before",
+		},
+		"restored from a backup: admits nothing, in the agent's words": {
+			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: rpctypes.ReasonClusterRestored, Message: "cluster east presents generation 4, older than 6: it looks restored from a backup", ClusterGeneration: 4}, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonClusterRestored,
+			epoch: "Unknown/EpochPending",
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if c := condition(st, fencegatev1alpha1.ConditionHolding); c.Message != "cluster east presents generation 4, older than 6: it looks restored from a backup" {
+					t.Errorf("Holding's message %q, want the agent's", c.Message)
+				}
+				if st.FenceReason != rpctypes.ReasonClusterRestored || st.ClusterGeneration != 4 {
+					t.Errorf("fenceReason %q clusterGeneration %d", st.FenceReason, st.ClusterGeneration)
+				}
+			},
+		},
+		"a raise refused as too large a step: the holder holds on at the accepted epoch": {
+			in: inputs(active, "west-a"),
+			change: func(in *fenceobject.Inputs) {
+				in.State.EpochRefused = &fencestate.EpochRefusal{Epoch: 70000, Reason: rpctypes.ReasonEpochStepTooLarge, Message: "epoch 70000 is too far above 2"}
+				in.TargetEpoch, in.Generation = 70000, 4
+			},
+			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
+			epoch: "False/EpochStepTooLarge", epochMessage: "epoch 70000 is too far above 2",
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.Epoch != 2 || st.Cluster.Epoch != 2 {
+					t.Errorf("epoch %d, cluster %+v: want the accepted epoch 2, not the refused one", st.Epoch, st.Cluster)
+				}
+				if st.ObservedGeneration != 0 {
+					t.Errorf("observedGeneration %d while generation 4's epoch is refused, want the old one (0)", st.ObservedGeneration)
+				}
+				if c := condition(st, fencegatev1alpha1.ConditionEpochAccepted); c.ObservedGeneration != 4 {
+					t.Errorf("EpochAccepted observes generation %d, want 4: the one whose epoch it judges", c.ObservedGeneration)
+				}
+			},
+		},
+		"the epoch asked for is below the one declared": {
+			in:      inputs(active, "west-a"),
+			change:  func(in *fenceobject.Inputs) { in.TargetEpoch = 1 },
+			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
+			epoch: "False/EpochBelowAccepted", epochMessage: "goes on declaring 2. Set spec.epoch to 2 or more",
+		},
+		"a raise not answered yet": {
+			in:      inputs(active, "west-a"),
+			change:  func(in *fenceobject.Inputs) { in.TargetEpoch = 3 },
+			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
+			epoch: "Unknown/EpochPending", epochMessage: "has not accepted epoch 3 yet",
 		},
 		"permission denied": {
 			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: rpctypes.ReasonPermissionDenied}, "east-a"),
@@ -158,6 +208,7 @@ func TestDesired(t *testing.T) {
 		"unknown: the authority unreachable": {
 			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: fenceagent.ReasonAuthorityUnreachable}, "east-a"),
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
+			epoch: "Unknown/EpochPending",
 		},
 		"unsupported authority": {
 			in:      inputs(fencestate.State{Status: fencestate.Unsupported, Cluster: east, Reason: fenceagent.ReasonUnimplemented}, "east-a"),
@@ -190,6 +241,9 @@ func TestDesired(t *testing.T) {
 					t.Errorf("Enforced's message %q lacks %q", e.Message, m)
 				}
 			}
+			if a := condition(st, fencegatev1alpha1.ConditionEpochAccepted); tc.epoch != "" && (string(a.Status)+"/"+a.Reason != tc.epoch || !strings.Contains(a.Message, tc.epochMessage)) {
+				t.Errorf("EpochAccepted %s/%s %q; want %s with %q", a.Status, a.Reason, a.Message, tc.epoch, tc.epochMessage)
+			}
 			if tc.check != nil {
 				tc.check(t, st)
 			}
@@ -216,6 +270,35 @@ func TestDesiredHeartbeats(t *testing.T) {
 	in.Now = t0.Add(5 * time.Second)
 	if got := fenceobject.Desired(st, in); !equality.Semantic.DeepEqual(got, st) {
 		t.Errorf("a heartbeat changed the status:\n%+v\n%+v", st, got)
+	}
+
+	// The authority rotates the cluster's generation: one write, for the
+	// cluster's next processes; its heartbeats write nothing again.
+	rotated := renewed
+	rotated.ClusterGeneration = 8
+	in = inputs(rotated, "west-a")
+	in.Now = t0.Add(5 * time.Second)
+	gen := fenceobject.Desired(st, in)
+	if gen.ClusterGeneration != 8 {
+		t.Errorf("clusterGeneration %d after the agent got generation 8", gen.ClusterGeneration)
+	}
+	want := st
+	want.ClusterGeneration, want.LastDeclaration = 8, gen.LastDeclaration
+	if !equality.Semantic.DeepEqual(gen, want) {
+		t.Errorf("a new generation changed more than clusterGeneration and lastDeclaration:\n%+v\n%+v", want, gen)
+	}
+	rotated.LastSuccessNS = t0.Add(10 * time.Second).UnixNano()
+	in = inputs(rotated, "west-a")
+	in.Now = t0.Add(10 * time.Second)
+	if got := fenceobject.Desired(gen, in); !equality.Semantic.DeepEqual(got, gen) {
+		t.Errorf("a heartbeat at the same generation changed the status:\n%+v\n%+v", gen, got)
+	}
+	// A state that has no generation yet (a new process before its first
+	// answer) keeps the one the status has.
+	fresh := rotated
+	fresh.ClusterGeneration = 0
+	if got := fenceobject.Desired(gen, inputs(fresh, "west-a")); got.ClusterGeneration != 8 {
+		t.Errorf("clusterGeneration %d from a state without one, want 8 kept", got.ClusterGeneration)
 	}
 
 	lost := fencestate.State{Status: fencestate.Unknown, Cluster: west, Holder: west, Reason: fenceagent.ReasonLeaseExpired, LastSuccessNS: t0.Add(20 * time.Second).UnixNano()}

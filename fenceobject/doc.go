@@ -3,16 +3,20 @@
 // with kubectl and fail over with.
 //
 // Every fencegate replica runs an Instance. It creates the Fence when it is
-// missing (never touching its spec), makes its agent declare
-// max(--epoch, spec.epoch) as soon as spec.epoch rises, keeps a Lease of
-// its own alive, and applies its own entry of status.instances — the fence
-// state its webhook answers from — under a field manager of its own, only
-// when that state changes.
+// missing (otherwise never touching its spec), at the epoch its agent
+// declares when that is above --epoch, so that deleting the Fence never
+// lowers the epoch asked for. It makes its agent declare
+// max(--epoch, spec.epoch) as soon as that changes (never below the epoch
+// the agent declares), hands the agent the cluster generation the status
+// keeps, keeps a Lease of its own alive, and applies its own entry of
+// status.instances — the fence state its webhook answers from — under a
+// field manager of its own, only when that state changes.
 //
 // The elected leader also runs Status: it derives the rest of the status
-// (Holding and Enforced, the holder, the token, a pending takeover, the
-// Components) from its fence state, the instances' entries, their Leases
-// and the controller's marks as a pure value (Desired), prunes the entries
-// of instances whose Lease ended, and applies the status only when it
-// changed: heartbeats that change nothing write nothing.
+// (Holding, Enforced and EpochAccepted, the holder, the token, a pending
+// takeover, the Components, the cluster generation) from its fence state,
+// the instances' entries, their Leases and the controller's marks as a pure
+// value (Desired), prunes the entries of instances whose Lease ended, and
+// applies the status only when it changed: heartbeats that change nothing
+// write nothing.
 package fenceobject

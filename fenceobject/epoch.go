@@ -7,9 +7,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/fencestate"
 )
 
 // TargetEpoch is the epoch a cluster declares: spec.epoch when it is above
@@ -28,10 +30,15 @@ func TargetEpoch(floor uint64, f *fencegatev1alpha1.Fence) uint64 {
 // restarted process that declared its lower --epoch first would be
 // refused as a restored cluster (epoch_regressed) for a moment.
 func Ensure(ctx context.Context, c client.Writer, r client.Reader, domain string) (*fencegatev1alpha1.Fence, error) {
+	return ensure(ctx, c, r, domain, fencegatev1alpha1.FenceSpec{})
+}
+
+// ensure is Ensure creating a missing Fence with spec.
+func ensure(ctx context.Context, c client.Writer, r client.Reader, domain string, spec fencegatev1alpha1.FenceSpec) (*fencegatev1alpha1.Fence, error) {
 	var f fencegatev1alpha1.Fence
 	err := r.Get(ctx, client.ObjectKey{Name: domain}, &f)
 	if apierrors.IsNotFound(err) {
-		f = fencegatev1alpha1.Fence{ObjectMeta: metav1.ObjectMeta{Name: domain}}
+		f = fencegatev1alpha1.Fence{ObjectMeta: metav1.ObjectMeta{Name: domain}, Spec: spec}
 		err = c.Create(ctx, &f)
 		if apierrors.IsAlreadyExists(err) {
 			// Another replica created it first.
@@ -42,6 +49,20 @@ func Ensure(ctx context.Context, c client.Writer, r client.Reader, domain string
 		return nil, explain(err, domain)
 	}
 	return &f, nil
+}
+
+// recreatedSpec is the spec of a Fence made again by a running process
+// whose agent is in state (when it has one) and was started with floor:
+// spec.epoch is the epoch the agent declares when that is above floor.
+// The only-rise rule checks updates only, so without it deleting the
+// Fence would lower the epoch asked for below the one the authority
+// accepted, and the cluster's next processes would declare less than it
+// once did (epoch_regressed).
+func recreatedSpec(floor uint64, state fencestate.State, ok bool) fencegatev1alpha1.FenceSpec {
+	if !ok || state.Cluster.Epoch <= floor {
+		return fencegatev1alpha1.FenceSpec{}
+	}
+	return fencegatev1alpha1.FenceSpec{Epoch: ptr.To(int64(state.Cluster.Epoch))} //nolint:gosec // epochs are far below 2^63
 }
 
 // explain says what to do about an error reading or creating the Fence.

@@ -2,6 +2,7 @@ package fenceobject
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 )
 
@@ -65,16 +67,17 @@ func (k *Keeper) runInstance(ctx context.Context) error {
 	}
 }
 
-// sync brings the agent's epoch and this instance's entry in line with the
-// Fence and the fence state.
+// sync brings the agent and this instance's entry in line with the Fence
+// and the fence state.
 func (i *instance) sync(ctx context.Context) {
 	o := i.k.opts
+	state, haveState := o.Fence()
 	var f fencegatev1alpha1.Fence
 	err := o.Client.Get(ctx, client.ObjectKey{Name: o.Domain}, &f)
 	if apierrors.IsNotFound(err) {
-		// Deleted by someone: made again, with its spec unset. The event
-		// of its creation brings the next sync.
-		_, err = Ensure(ctx, o.Client, o.Client, o.Domain)
+		// Deleted by someone: made again, never below the epoch the
+		// agent declares. The event of its creation brings the next sync.
+		_, err = ensure(ctx, o.Client, o.Client, o.Domain, recreatedSpec(o.FloorEpoch, state, haveState))
 		i.report("create the Fence", err)
 		return
 	}
@@ -86,22 +89,46 @@ func (i *instance) sync(ctx context.Context) {
 	} else {
 		i.k.metrics.enforced.Set(0)
 	}
-
-	if target := TargetEpoch(o.FloorEpoch, &f); target != i.epoch {
-		if err := o.Agent.SetEpoch(ctx, target); i.report("declare spec.epoch", err) {
-			if i.epoch != 0 && target > i.epoch {
-				o.Logger.Info("declaring the epoch of the Fence's spec.epoch", "fence", o.Domain, "epoch", target, "previousEpoch", i.epoch, "floor", o.FloorEpoch)
-			}
-			i.epoch = target
-		}
+	i.followFence(ctx, &f, state, haveState)
+	if haveState {
+		i.applyEntry(ctx, &f, state)
 	}
+}
 
-	state, ok := o.Fence()
-	if !ok {
+// followFence hands the agent what the Fence asks of it: the cluster
+// generation the leader last wrote (so that a process cut off for a while
+// presents the current one), and the epoch max(--epoch, spec.epoch) when it
+// changed. An epoch below the one the agent declares (state) is not handed
+// over: the agent refuses to lower it, and the leader's EpochAccepted
+// condition says why.
+func (i *instance) followFence(ctx context.Context, f *fencegatev1alpha1.Fence, state fencestate.State, haveState bool) {
+	o := i.k.opts
+	if f.Status.ClusterGeneration > 0 {
+		o.Agent.AdoptClusterGeneration(uint64(f.Status.ClusterGeneration))
+	}
+	target := TargetEpoch(o.FloorEpoch, f)
+	if target == i.epoch {
+		i.report("declare spec.epoch", nil)
 		return
 	}
+	if haveState && target < state.Cluster.Epoch {
+		i.report("declare spec.epoch", fmt.Errorf("the epoch the Fence asks for, %d (max(--epoch, spec.epoch)), is below epoch %d that this cluster declares: an epoch only rises, so it goes on declaring %d", target, state.Cluster.Epoch, state.Cluster.Epoch))
+		return
+	}
+	if err := o.Agent.SetEpoch(ctx, target); i.report("declare spec.epoch", err) {
+		if i.epoch != 0 {
+			o.Logger.Info("declaring the epoch of the Fence's spec.epoch", "fence", o.Domain, "epoch", target, "previousEpoch", i.epoch, "floor", o.FloorEpoch)
+		}
+		i.epoch = target
+	}
+}
+
+// applyEntry applies this instance's entry of status.instances when the
+// state it applies changed, or the entry is missing from f.
+func (i *instance) applyEntry(ctx context.Context, f *fencegatev1alpha1.Fence, state fencestate.State) {
+	o := i.k.opts
 	want := EntryOf(o.Instance, state)
-	if i.applied != nil && sameState(*i.applied, want) && i.appliedTo == f.UID && (i.appliedVersion == f.ResourceVersion || hasEntry(&f, *i.applied)) {
+	if i.applied != nil && sameState(*i.applied, want) && i.appliedTo == f.UID && (i.appliedVersion == f.ResourceVersion || hasEntry(f, *i.applied)) {
 		return
 	}
 	// Since stays while the state does: only the state's change is news.

@@ -51,7 +51,8 @@ type Options struct {
 	// Changes signals every change of Fence's state (the agent's Changes,
 	// fanned out); New subscribes to it.
 	Changes *notify.Fanout
-	// Agent takes the epoch to declare when spec.epoch rises.
+	// Agent takes the epoch to declare when spec.epoch changes, and the
+	// cluster generation the Fence's status keeps.
 	Agent Agent
 
 	// Authority tells of a pending takeover (GetFence), asked by the leader
@@ -76,8 +77,12 @@ type Options struct {
 // Agent is the fence agent of this process.
 type Agent interface {
 	// SetEpoch makes the agent declare epoch from now on; an epoch only
-	// rises.
+	// rises, but for one the authority refused, which may be lowered back
+	// to the last accepted one or above.
 	SetEpoch(ctx context.Context, epoch uint64) error
+	// AdoptClusterGeneration makes the agent present generation g of its
+	// cluster from its next declaration on, if g is newer than its own.
+	AdoptClusterGeneration(g uint64)
 }
 
 // Policy answers what the policies say of the fence state; the policy

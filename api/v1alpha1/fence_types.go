@@ -34,22 +34,34 @@ const (
 	ReasonEpochStepTooLarge = "EpochStepTooLarge"
 	// ReasonEpochAccepted: the authority accepted the epoch asked for.
 	ReasonEpochAccepted = "EpochAccepted"
+	// ReasonEpochBelowAccepted: the epoch asked for is below the one this
+	// cluster already declares and had accepted (a Fence made again by
+	// hand, or a spec.epoch lowered past status.epoch); an epoch only
+	// rises, so the cluster goes on declaring the higher one.
+	ReasonEpochBelowAccepted = "EpochBelowAccepted"
+	// ReasonEpochPending: the authority has not accepted the epoch asked
+	// for yet: its answer is on the way, or the fence state does not tell
+	// (the authority is unreachable, the cluster looks restored, …).
+	ReasonEpochPending = "EpochPending"
 )
 
 // ConditionEpochAccepted is True while the authority accepts the epoch
-// this cluster asks for (max(--epoch, spec.epoch)), and False with reason
+// this cluster asks for (max(--epoch, spec.epoch)); False with reason
 // EpochStepTooLarge while it refuses it and the cluster goes on declaring
-// the last epoch it had accepted.
+// the last epoch it had accepted (status.epoch), EpochBelowAccepted while
+// the epoch asked for is below that one, or EpochRegressed; Unknown with
+// reason EpochPending until the authority's answer tells.
 const ConditionEpochAccepted = "EpochAccepted"
 
 // FenceSpec is what an operator asks of this cluster's fence.
-//
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.epoch) || (has(self.epoch) && self.epoch >= oldSelf.epoch)",message="spec.epoch may only rise: the authority refuses a cluster that declares less than it once did (epoch_regressed). To fail over to this cluster, raise it above the holder's epoch; to fail back, raise the other cluster's"
 type FenceSpec struct {
 	// Epoch is the epoch this cluster declares when it is above the epoch
 	// fencegate is started with (--epoch, the chart's epoch value), which
 	// stays the floor. Raising it above the holder's epoch fails over to
-	// this cluster at once, without a restart. It may only rise.
+	// this cluster at once, without a restart. It may only rise, but for
+	// one case: a value the authority never accepted (above status.epoch,
+	// say a typo the authority refused as EpochStepTooLarge) may be
+	// lowered back to status.epoch or above.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Epoch *int64 `json:"epoch,omitempty"`
@@ -105,7 +117,7 @@ type FenceInstance struct {
 
 // ClusterFenceStatus is the fence as this cluster sees and enforces it.
 type ClusterFenceStatus struct {
-	// Conditions: Holding and Enforced.
+	// Conditions: Holding, Enforced and EpochAccepted.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -129,7 +141,10 @@ type ClusterFenceStatus struct {
 	// it declares.
 	// +optional
 	Cluster *FenceCluster `json:"cluster,omitempty"`
-	// Epoch is the epoch this cluster declares.
+	// Epoch is the epoch this cluster declares and the authority last
+	// accepted: while a higher epoch asked for is refused (EpochAccepted
+	// False), it stays the one accepted before. A spec.epoch above it was
+	// never accepted and may be lowered back to it.
 	// +optional
 	Epoch int64 `json:"epoch,omitempty"`
 	// Holder is the cluster that holds the fence, as this cluster last
@@ -182,6 +197,12 @@ type ClusterFenceStatus struct {
 // fencegate writes the status; raising spec.epoch fails over to this
 // cluster.
 //
+// The rule on spec.epoch sits at the root because it reads status.epoch,
+// the epoch the authority accepted: a rule on spec sees spec only. It
+// checks updates only; fencegate itself keeps a Fence made again from
+// starting below the epoch its agents had accepted.
+//
+// +kubebuilder:validation:XValidation:rule="!oldSelf.?spec.?epoch.hasValue() || (self.?spec.?epoch.hasValue() && (self.spec.epoch >= oldSelf.spec.epoch || (oldSelf.spec.epoch > oldSelf.?status.?epoch.orValue(0) && self.spec.epoch >= oldSelf.?status.?epoch.orValue(0))))",fieldPath=".spec.epoch",message="spec.epoch may only rise: the authority refuses a cluster that declares less than it once did (epoch_regressed). The one exception undoes a typo: a spec.epoch the authority never accepted (above status.epoch, the epoch it accepted last) may be lowered, to status.epoch or above. spec.epoch cannot be unset. To fail over to this cluster, raise it above the holder's epoch; to fail back, raise the other cluster's"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster

@@ -459,26 +459,30 @@ func TestFenceObject(t *testing.T) {
 		waitFence(t, ctx, west, "fenced once the authority is back", time.Minute, is(fencedEnforced, 7, 2))
 	})
 
-	t.Run("refused: a restored cluster is regressed until it fails over on purpose", func(t *testing.T) {
-		// West comes back from a backup: its Fence is gone and its
-		// fencegate starts at the epoch of its configuration, 1.
-		if err := west.ControlPlane.Client.Delete(ctx, fence(t, ctx, west)); err != nil {
+	t.Run("a Fence deleted by hand is made again at the epoch the cluster declares", func(t *testing.T) {
+		// West's Fence is deleted and its fencegate rolled out at the
+		// epoch of its configuration, 1: the running processes make the
+		// Fence again at the epoch their agents declare, 7, so the new
+		// ones declare 7 too instead of regressing to 1.
+		deleted := fence(t, ctx, west)
+		if err := west.ControlPlane.Client.Delete(ctx, deleted); err != nil {
 			t.Fatal(err)
+		}
+		f := waitFence(t, ctx, west, "made again", 30*time.Second, func(f *fencegatev1alpha1.Fence) bool { return f.UID != deleted.UID })
+		if f.Spec.Epoch == nil || *f.Spec.Epoch != 7 {
+			t.Errorf("the Fence made again has spec.epoch %v, want 7: %s", f.Spec.Epoch, statusYAML(f))
 		}
 		if err := s.RolloutEpoch(ctx, west, 1); err != nil {
 			t.Fatal(err)
 		}
-		f := waitFence(t, ctx, west, "regressed", 30*time.Second, is("False/EpochRegressed True/EpochRegressed", 1, 2))
-		if f.Spec.Epoch != nil {
-			t.Errorf("the Fence made again has spec.epoch %d, want unset", *f.Spec.Epoch)
-		}
+		waitFence(t, ctx, west, "fenced at the epoch it declared", 30*time.Second, is(fencedEnforced, 7, 2))
 		out, stderr, exit, err := runFailover(ctx, s, "--to", "west", "--epoch", "2", "--wait", "--timeout", "1m")
 		if err != nil || exit != 1 || !strings.Contains(stderr, "--epoch 2 is not above the epoch 8 of the holder east") {
 			t.Errorf("failover to epoch 2, below the holder's: exit %d (want 1) %v\n%s%s", exit, err, out, stderr)
 		}
 		out, stderr, exit, err = runFailover(ctx, s, "--to", "west", "--epoch", "9", "--wait", "--timeout", "1m")
 		if err != nil || exit != 0 {
-			t.Fatalf("failover of the restored west at epoch 9: exit %d %v\n%s%s", exit, err, out, stderr)
+			t.Fatalf("failover of west at epoch 9: exit %d %v\n%s%s", exit, err, out, stderr)
 		}
 		waitFence(t, ctx, west, "holding", 30*time.Second, is(holdingEnforced, 9, 2))
 	})
