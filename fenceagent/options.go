@@ -85,24 +85,102 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// The advice each setting's error gives, naming the flag and variable of
-// `fencegate run` that sets it.
+// Setting names one of the agent's settings, by its field in Options, so
+// that a program can tell its users where they set it: `fencegate run`
+// names its flags and variables.
+type Setting string
+
+// The agent's settings that have rules.
 const (
-	fixDomain      = `set --domain (FENCEGATE_DOMAIN) to lower-case letters, digits and '-', or leave it empty for "default"`
-	fixClusterName = "set --cluster-name (FENCEGATE_CLUSTER_NAME) to this cluster's name, e.g. east: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
-	fixClusterUID  = "resolve it with ResolveClusterUID (the kube-system Namespace UID) or set --cluster-uid (FENCEGATE_CLUSTER_UID)"
-	fixEpoch       = "set --epoch (FENCEGATE_EPOCH) to 1 or more; raise it above the active cluster's epoch to take over"
-	fixInstance    = "set --instance (FENCEGATE_INSTANCE) to this process's pod name, or leave it empty for the host name with a random suffix"
+	SettingDomain          Setting = "Domain"
+	SettingClusterName     Setting = "ClusterName"
+	SettingClusterUID      Setting = "ClusterUID"
+	SettingEpoch           Setting = "Epoch"
+	SettingInstance        Setting = "Instance"
+	SettingDeclareInterval Setting = "DeclareInterval"
+	SettingDeclareTimeout  Setting = "DeclareTimeout"
+	SettingLeaseMargin     Setting = "LeaseMargin"
 )
 
-// settingError turns a field error of a setting into an error that says
-// what to do, or returns nil.
-func settingError(err error, fix string) error {
-	var fe *rpctypes.FieldError
-	if !errors.As(err, &fe) {
-		return err
+// SettingError is one problem with the agent's settings. It keeps which
+// settings are at fault apart from how they are named, so that a program
+// whose users set them some other way (flags, variables, a file) can say
+// what to change in their terms (Describe); Error names the Options fields.
+type SettingError struct {
+	// Settings are the settings at fault: the one the problem is about,
+	// then the others its rule involves.
+	Settings []Setting
+	// Problem says what is wrong, e.g. "epoch is 0: epochs start at 1".
+	Problem string
+	// fix says what to do, naming each setting as name does.
+	fix func(name func(Setting) string) string
+	// err is the rule's own error, if it has one (an
+	// *rpctypes.FieldError, whose Field is the gRPC API's name).
+	err error
+}
+
+// Error says what is wrong and which Options field to change.
+func (e *SettingError) Error() string {
+	return e.Describe(func(s Setting) string { return "Options." + string(s) })
+}
+
+// Describe says what is wrong and what to change, naming each setting as
+// name does, e.g. as the flag that sets it.
+func (e *SettingError) Describe(name func(Setting) string) string {
+	return e.Problem + ": " + e.fix(name)
+}
+
+// Unwrap returns the rule's own error, so that errors.As finds the
+// *rpctypes.FieldError of a setting the authority checks too.
+func (e *SettingError) Unwrap() error { return e.err }
+
+// SettingErrors are every problem Validate found, in the order of the
+// Options fields.
+type SettingErrors []*SettingError
+
+// Error says every problem, one per line.
+func (es SettingErrors) Error() string { return errors.Join(es.Unwrap()...).Error() }
+
+// Unwrap returns each problem, for errors.Is and errors.As.
+func (es SettingErrors) Unwrap() []error {
+	errs := make([]error, len(es))
+	for i, e := range es {
+		errs[i] = e
 	}
-	return fmt.Errorf("%s: %s", fe.Describe(), fix)
+	return errs
+}
+
+// setTo is the fix of most problems: set the one setting at fault as
+// advice says.
+func setTo(s Setting, advice string) func(name func(Setting) string) string {
+	return func(name func(Setting) string) string { return "set " + name(s) + " " + advice }
+}
+
+// fieldProblem turns the error of one of the rules the agent shares with
+// the authority (rpctypes) into a SettingError that says what to do, or
+// returns nil.
+func fieldProblem(s Setting, err error, advice string) *SettingError {
+	if err == nil {
+		return nil
+	}
+	problem := err.Error()
+	var fe *rpctypes.FieldError
+	if errors.As(err, &fe) {
+		problem = fe.Describe()
+	}
+	return &SettingError{Settings: []Setting{s}, Problem: problem, fix: setTo(s, advice), err: err}
+}
+
+// negative is the problem of a duration setting below zero; zero takes def.
+func negative(s Setting, what string, d, def time.Duration) *SettingError {
+	if d >= 0 {
+		return nil
+	}
+	return &SettingError{
+		Settings: []Setting{s},
+		Problem:  fmt.Sprintf("%s %s is negative", what, d),
+		fix:      setTo(s, fmt.Sprintf("to a positive duration such as %s", def)),
+	}
 }
 
 // instanceSuffixLength is the length of the random suffix of default
@@ -124,6 +202,25 @@ func DefaultInstance() string {
 // withDefaults fills the zero values and checks everything, so that New
 // reports every mistake at once.
 func (o Options) withDefaults() (Options, error) {
+	o = o.defaulted()
+	var errs []error
+	if o.Client == nil {
+		errs = append(errs, errors.New("no fence authority client: dial the authority (fenceagent.Dial) and pass the client"))
+	}
+	if o.Writer == nil {
+		errs = append(errs, errors.New("no data.fence writer: pass the policy engine's store"))
+	}
+	if err := o.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("fence agent options: %w", errors.Join(errs...))
+	}
+	return o, nil
+}
+
+// defaulted returns o with its zero values filled.
+func (o Options) defaulted() Options {
 	if o.Domain == "" {
 		o.Domain = DefaultDomain
 	}
@@ -142,39 +239,55 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Instance == "" {
 		o.Instance = DefaultInstance()
 	}
+	return o
+}
 
-	var errs []error
-	if o.Client == nil {
-		errs = append(errs, errors.New("no fence authority client: dial the authority (fenceagent.Dial) and pass the client"))
-	}
-	if o.Writer == nil {
-		errs = append(errs, errors.New("no data.fence writer: pass the policy engine's store"))
-	}
-	for _, err := range []error{
-		settingError(rpctypes.ValidateDomain(o.Domain), fixDomain),
-		settingError(rpctypes.ValidateClusterName(o.ClusterName), fixClusterName),
-		settingError(rpctypes.ValidateClusterUID(o.ClusterUID), fixClusterUID),
-		settingError(rpctypes.ValidateEpoch(o.Epoch), fixEpoch),
-		settingError(rpctypes.ValidateInstance(o.Instance), fixInstance),
+// Validate checks every setting as New takes it (zero values stand for the
+// defaults) and returns every problem at once as SettingErrors, or nil.
+// New checks the same rules; Validate needs no Client or Writer, so that a
+// program can check what its users gave it before it dials the authority
+// or reads the cluster UID.
+func (o Options) Validate() error {
+	o = o.defaulted()
+	var errs SettingErrors
+	for _, err := range []*SettingError{
+		fieldProblem(SettingDomain, rpctypes.ValidateDomain(o.Domain),
+			`to lower-case letters, digits and '-', or leave it empty for "default"`),
+		fieldProblem(SettingClusterName, rpctypes.ValidateClusterName(o.ClusterName),
+			"to this cluster's name, e.g. east: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"),
+		fieldProblem(SettingClusterUID, rpctypes.ValidateClusterUID(o.ClusterUID),
+			"to this cluster's identity, e.g. its kube-system Namespace's UID (kubectl get namespace kube-system -o jsonpath={.metadata.uid})"),
+		fieldProblem(SettingEpoch, rpctypes.ValidateEpoch(o.Epoch),
+			"to 1 or more; raise it above the active cluster's epoch to take over"),
+		fieldProblem(SettingInstance, rpctypes.ValidateInstance(o.Instance),
+			"to this process's pod name, or leave it empty for the host name with a random suffix"),
+		negative(SettingDeclareInterval, "declare interval", o.DeclareInterval, DefaultDeclareInterval),
+		negative(SettingDeclareTimeout, "declare timeout", o.DeclareTimeout, DefaultDeclareTimeout),
+		shorterTimeout(o.DeclareTimeout, o.DeclareInterval),
+		negative(SettingLeaseMargin, "lease margin", o.LeaseMargin, DefaultLeaseMargin),
 	} {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if o.DeclareInterval < 0 {
-		errs = append(errs, fmt.Errorf("declare interval %s is negative: use a positive duration such as %s", o.DeclareInterval, DefaultDeclareInterval))
-	}
-	if o.DeclareTimeout < 0 {
-		errs = append(errs, fmt.Errorf("declare timeout %s is negative: use a positive duration such as %s", o.DeclareTimeout, DefaultDeclareTimeout))
-	}
-	if o.DeclareTimeout >= o.DeclareInterval && o.DeclareInterval > 0 {
-		errs = append(errs, fmt.Errorf("declare timeout %s is not shorter than the declare interval %s: lower the timeout or raise the interval", o.DeclareTimeout, o.DeclareInterval))
-	}
-	if o.LeaseMargin < 0 {
-		errs = append(errs, fmt.Errorf("lease margin %s is negative: use a positive duration such as %s", o.LeaseMargin, DefaultLeaseMargin))
-	}
 	if len(errs) > 0 {
-		return o, fmt.Errorf("fence agent options: %w", errors.Join(errs...))
+		return errs
 	}
-	return o, nil
+	return nil
+}
+
+// shorterTimeout is the problem of a declare timeout that is not shorter
+// than the interval: a declaration would still run when the next one is
+// due. A negative interval is a problem of its own.
+func shorterTimeout(timeout, interval time.Duration) *SettingError {
+	if timeout < interval || interval < 0 {
+		return nil
+	}
+	return &SettingError{
+		Settings: []Setting{SettingDeclareTimeout, SettingDeclareInterval},
+		Problem:  fmt.Sprintf("declare timeout %s is not shorter than the declare interval %s", timeout, interval),
+		fix: func(name func(Setting) string) string {
+			return "lower " + name(SettingDeclareTimeout) + " or raise " + name(SettingDeclareInterval)
+		},
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -154,23 +155,82 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain on SIGTERM")
 }
 
+// flagName names a flag and its environment variable, the way every error
+// about a setting of run does.
+func flagName(flag string) string {
+	return fmt.Sprintf("--%s (%s)", flag, envflag.Name(flag))
+}
+
 // flagError names a flag and its environment variable.
 func flagError(flag, format string, args ...any) error {
-	return fmt.Errorf("--%s (%s): %s", flag, envflag.Name(flag), fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %s", flagName(flag), fmt.Sprintf(format, args...))
+}
+
+// agentSettingFlags are the flags that set the fence agent's settings.
+var agentSettingFlags = map[fenceagent.Setting]string{
+	fenceagent.SettingDomain:          "domain",
+	fenceagent.SettingClusterName:     "cluster-name",
+	fenceagent.SettingClusterUID:      "cluster-uid",
+	fenceagent.SettingEpoch:           "epoch",
+	fenceagent.SettingInstance:        "instance",
+	fenceagent.SettingDeclareInterval: "declare-interval",
+	fenceagent.SettingDeclareTimeout:  "declare-timeout",
+	fenceagent.SettingLeaseMargin:     "lease-margin",
+}
+
+// agentSettingName names a fence agent setting by its flag and variable; a
+// setting that no flag of run sets is named as its Options field.
+func agentSettingName(s fenceagent.Setting) string {
+	if flag, ok := agentSettingFlags[s]; ok {
+		return flagName(flag)
+	}
+	return "fence agent option " + string(s)
+}
+
+// agentSettingError is a problem with a fence agent setting, told in terms
+// of run's flags.
+type agentSettingError struct{ setting *fenceagent.SettingError }
+
+func (e agentSettingError) Error() string { return e.setting.Describe(agentSettingName) }
+func (e agentSettingError) Unwrap() error { return e.setting }
+
+// agentOptions are the fence agent's settings as the flags give them. The
+// cluster UID is --cluster-uid trimmed, as ResolveClusterUID takes it:
+// empty when run is to read it from kube-system.
+func (o *runOptions) agentOptions() fenceagent.Options {
+	return fenceagent.Options{
+		Domain:          o.domain,
+		ClusterName:     o.clusterName,
+		ClusterUID:      strings.TrimSpace(o.clusterUID),
+		Epoch:           o.epoch,
+		Instance:        o.instance,
+		DeclareInterval: o.declareInterval,
+		DeclareTimeout:  o.declareTimeout,
+		LeaseMargin:     o.leaseMargin,
+	}
 }
 
 // validate checks every flag and reports every problem at once, each naming
-// the flag, its environment variable and what to do.
+// the flag, its environment variable and what to do. It reads no file but
+// the authority's TLS ones and reaches nothing: a new user's first run
+// lists every setting to fix, the fence agent's among them.
 func (o *runOptions) validate() error {
-	// The fence agent's settings (cluster name, epoch, domain, instance,
-	// cluster UID) are checked once, by fenceagent.New, before anything
-	// reaches the network.
 	var errs []error
-	if _, err := o.authority.tlsConfig(); err != nil {
+	agent := o.agentOptions()
+	var problems fenceagent.SettingErrors
+	if err := agent.Validate(); err != nil && !errors.As(err, &problems) {
 		errs = append(errs, err)
 	}
-	if o.declareInterval <= 0 || o.declareTimeout <= 0 || o.declareTimeout >= o.declareInterval {
-		errs = append(errs, flagError("declare-timeout", "%s must be positive and shorter than --declare-interval %s", o.declareTimeout, o.declareInterval))
+	for _, p := range problems {
+		// Without --cluster-uid the UID is read from kube-system once the
+		// API server is reached.
+		if p.Settings[0] == fenceagent.SettingClusterUID && agent.ClusterUID == "" {
+			continue
+		}
+		errs = append(errs, agentSettingError{p})
+	}
+	if _, err := o.authority.tlsConfig(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.webhookCertDir == "" {
 		errs = append(errs, flagError("webhook-cert-dir", "required: the webhook serves tls.crt and tls.key from it"))
@@ -269,41 +329,34 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		instance = fenceagent.DefaultInstance()
 	}
 	authority := fencev1.NewFenceServiceClient(conn)
-	agentOpts := fenceagent.Options{
-		Client:          authority,
-		Writer:          eng,
-		Domain:          o.domain,
-		ClusterName:     o.clusterName,
-		Instance:        instance,
-		Epoch:           o.epoch,
-		DeclareInterval: o.declareInterval,
-		DeclareTimeout:  o.declareTimeout,
-		LeaseMargin:     o.leaseMargin,
-		Logger:          logger.WithName("fence"),
-	}
+	// validate checked these settings, all but a cluster UID read from
+	// kube-system, which New checks.
+	agentOpts := o.agentOptions()
+	agentOpts.Client = authority
+	agentOpts.Writer = eng
+	agentOpts.Instance = instance
+	agentOpts.Logger = logger.WithName("fence")
 	// Reads before the manager starts go straight to the API server.
 	api, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("client of the API server: %w", err)
 	}
-	// Without --cluster-uid this reads kube-system: the one call to the
-	// API server before the agent's settings are checked.
-	if agentOpts.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, api, o.clusterUID); err != nil {
-		return err
-	}
-	// New checks every setting of the agent. This first agent, whose
-	// metrics are registered nowhere, checks them before the API server is
-	// asked for the Fence; the agent that runs starts at the Fence's
-	// spec.epoch when that is above --epoch, so that its first declaration
-	// is not refused as a restored cluster's.
-	if _, err := fenceagent.New(agentOpts); err != nil {
+	// Without --cluster-uid this reads kube-system.
+	if agentOpts.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, api, agentOpts.ClusterUID); err != nil {
 		return err
 	}
 	fence, err := fenceobject.Ensure(ctx, api, api, o.domain)
 	if err != nil {
 		return err
 	}
+	// The agent starts at the Fence's spec.epoch when that is above
+	// --epoch, so that its first declaration is not refused as a restored
+	// cluster's.
 	agentOpts.Epoch = fenceobject.TargetEpoch(o.epoch, fence)
+	// A new process presents the cluster generation its peers last wrote:
+	// the authority refuses one that presents none or an older one as a
+	// copy of the cluster restored from a backup.
+	agentOpts.ClusterGeneration = uint64(max(fence.Status.ClusterGeneration, 0))
 	agentOpts.Registerer = ctrlmetrics.Registry
 	agent, err := fenceagent.New(agentOpts)
 	if err != nil {
