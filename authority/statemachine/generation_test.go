@@ -2,6 +2,8 @@ package statemachine
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"reflect"
 	"testing"
 	"time"
@@ -83,9 +85,17 @@ func TestClusterGeneration(t *testing.T) {
 			state: generations(holdingEast(), g1, 0, 0), decl: declareAs(east, 3, "pod-2"), now: time.Second,
 			want: Renewed, wantGen: g1,
 		},
-		"a raised epoch is an operator's decision: accepted whatever the generation": {
-			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 4), g1), now: time.Second,
+		"a raised epoch with the current generation is the holder's own raise": {
+			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 4), g3), now: time.Second,
 			want: Renewed, wantGen: g3, wantPrevGn: g2,
+		},
+		"a raised epoch with a stale generation is an operator's failover to a copy: it waits for the holder's leases": {
+			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 4), g1), now: time.Second,
+			want: Acquiring, wantGen: g3, wantPrevGn: g2,
+		},
+		"a copy's takeover is granted once the holder's leases ended": {
+			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 4), g1), now: ttl + time.Second,
+			want: Granted, wantGen: uint64(at(ttl + time.Second)), wantPrevGn: g3,
 		},
 		"a lower epoch is a regression, whatever the generation": {
 			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 2), g1), now: time.Second,
@@ -199,5 +209,52 @@ func TestPresentingAGenerationIsRemembered(t *testing.T) {
 	var restored *RestoredError
 	if _, err := machine.Declare(r.State, declareAs(east, 1, "old"), t0.Add(2*time.Minute+time.Second)); !errors.As(err, &restored) {
 		t.Fatalf("a process presenting no generation after the cluster's did: %v, want a RestoredError", err)
+	}
+}
+
+// TestCopyTakesOverFromTheHolder: a copy of the holder restored from a
+// backup (same name and UID, a stale generation) that an operator fails
+// over to by raising its epoch never holds the fence beside the holder's
+// instances, which may be the other copy's: every declaration of the
+// cluster at the raised epoch is acquiring until their leases end, even
+// once the copy presents the current generation it learned from its
+// answer, while the holder's instances at the old epoch are regressed.
+func TestCopyTakesOverFromTheHolder(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl, GenerationPeriod: time.Minute}
+	const g1, g2, g3 = 100, 200, 300
+	s := generations(State{Holder: holding(east, 3, 0), Clusters: seen(map[Identity]uint64{east: 3})}, g3, g2, 0)
+	steps := []struct {
+		decl Declaration
+		now  time.Duration
+		want Outcome
+	}{
+		{withGeneration(declareAs(east, 4, "copy-a"), g1), time.Second, Acquiring},
+		{withGeneration(declareAs(east, 4, "copy-a"), g3), 2 * time.Second, Acquiring},
+		{withGeneration(declareAs(east, 4, "copy-b"), g3), 2 * time.Second, Acquiring},
+		// An instance of the holder's own name, at the raised epoch: it
+		// may be either copy's, so it waits too.
+		{withGeneration(declare(east, 4), g3), 3 * time.Second, Acquiring},
+		{withGeneration(declare(east, 3), g3), 3 * time.Second, Regressed},
+		{withGeneration(declareAs(east, 4, "copy-a"), g3), ttl + time.Second, Granted},
+		{withGeneration(declareAs(east, 4, "copy-b"), g3), ttl + 2*time.Second, Renewed},
+	}
+	for i, step := range steps {
+		r, err := machine.Declare(s, step.decl, t0.Add(step.now))
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if r.Answer.Outcome != step.want {
+			t.Fatalf("step %d: %s of %s at epoch %d, want %s", i, r.Answer.Outcome, step.decl.Instance, step.decl.Epoch, step.want)
+		}
+		s = r.State
+		if i == len(steps)-1 {
+			break
+		}
+		if p := s.Pending; step.want == Acquiring && (p == nil || !p.Copy) {
+			t.Fatalf("step %d: pending %+v, want a copy's takeover", i, p)
+		}
+	}
+	if got := slices.Sorted(maps.Keys(s.Holder.Instances)); !slices.Equal(got, []string{"copy-a", "copy-b"}) {
+		t.Errorf("the copy holds with instances %v, want only its own", got)
 	}
 }

@@ -247,9 +247,19 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 	if seen && record.Name != d.Cluster.Name {
 		return Result{}, &BindingError{UID: d.Cluster.UID, Declared: d.Cluster.Name, Bound: record.Name}
 	}
+	holder, pending := next.Holder, next.Pending
+	// A copy of the holder that presents a stale generation at a raised
+	// epoch (an operator fails over to a cluster restored from a backup)
+	// takes the fence over from the holder's instances, which may be the
+	// other copy's: it waits for their leases to end, as another cluster
+	// would, instead of joining them. So does every declaration of the
+	// cluster at that epoch or above until then (copyTakeover).
+	copyTakeover := holder != nil && holder.Is(d.Cluster) &&
+		(pending != nil && pending.Copy && pending.Is(d.Cluster) && d.Epoch >= pending.Epoch ||
+			seen && d.Epoch > record.HighestEpoch && !record.acceptsGeneration(d.Generation))
 	// A regression is answered as one (case 2) whatever the generation: an
 	// epoch below the cluster's highest is never accepted anyway.
-	if seen && d.Epoch == record.HighestEpoch && !record.acceptsGeneration(d.Generation) {
+	if seen && d.Epoch == record.HighestEpoch && !record.acceptsGeneration(d.Generation) && !copyTakeover {
 		return Result{}, &RestoredError{Cluster: d.Cluster, Presented: d.Generation, Current: record.Generation, HighestEpoch: record.HighestEpoch}
 	}
 	answer := Answer{HighestEpoch: record.HighestEpoch}
@@ -259,7 +269,6 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 	record.HighestEpoch = max(record.HighestEpoch, d.Epoch)
 	next.Clusters[d.Cluster.UID] = record
 
-	holder, pending := next.Holder, next.Pending
 	switch {
 	case seen && d.Epoch < answer.HighestEpoch: // case 2
 		answer.Outcome = Regressed
@@ -267,6 +276,9 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 	case holder == nil: // case 3
 		answer.Outcome, answer.Grant = Granted, GrantFirst
 		m.grant(&next, d, at)
+
+	case copyTakeover: // case 6, from a copy of the holder
+		history = m.takeOver(&next, d, at, &answer, true)
 
 	case holder.Is(d.Cluster): // case 4
 		// A revocation holds for the epochs it was made at; a higher one
@@ -313,27 +325,8 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		// the pending place from each other in turn.
 		answer.Outcome, answer.FenceReason = Fenced, OtherTakeoverPending
 
-	case holder.Free(at): // case 6, no instance of the holder is active
-		answer.Outcome, answer.Previous = Granted, holder
-		answer.Grant = GrantAfterExpiry
-		if holder.Released {
-			answer.Grant = GrantAfterRelease
-		}
-		for _, name := range slices.Sorted(maps.Keys(holder.Instances)) {
-			if l := holder.Instances[name]; !l.Released {
-				history = append(history, holder.leaseExpired(name, l))
-			}
-		}
-		m.grant(&next, d, at)
-
-	default: // case 6, an instance of the holder may still believe it is active
-		answer.Outcome = Acquiring
-		answer.RetryAfter = time.Duration(holder.lastLeaseEnd(at) - at)
-		requested := at
-		if pending != nil && pending.Is(d.Cluster) {
-			requested = pending.RequestedAt
-		}
-		next.Pending = &Pending{Identity: d.Cluster, Epoch: d.Epoch, RequestedAt: requested}
+	default: // case 6
+		history = m.takeOver(&next, d, at, &answer, false)
 	}
 	granted := answer.Outcome == Granted
 	if answer.Outcome != Regressed {
@@ -363,6 +356,37 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 
 // grant makes the declaring cluster the holder, with a lease for the
 // declaring instance. The token stays 0 until the store commits the grant.
+// takeOver answers a declaration that takes the fence over from the
+// holder (case 6): granted once no instance of the holder is active, else
+// acquiring, with the takeover pending. byCopy marks a takeover by a copy of
+// the holder. It returns the history of the holder's leases it ends.
+func (m Machine) takeOver(next *State, d Declaration, at UnixNano, answer *Answer, byCopy bool) []HistoryEntry {
+	holder, pending := next.Holder, next.Pending
+	if !holder.Free(at) { // an instance of the holder may still believe it is active
+		answer.Outcome = Acquiring
+		answer.RetryAfter = time.Duration(holder.lastLeaseEnd(at) - at)
+		requested := at
+		if pending != nil && pending.Is(d.Cluster) {
+			requested = pending.RequestedAt
+		}
+		next.Pending = &Pending{Identity: d.Cluster, Epoch: d.Epoch, RequestedAt: requested, Copy: byCopy}
+		return nil
+	}
+	answer.Outcome, answer.Previous = Granted, holder
+	answer.Grant = GrantAfterExpiry
+	if holder.Released {
+		answer.Grant = GrantAfterRelease
+	}
+	var history []HistoryEntry
+	for _, name := range slices.Sorted(maps.Keys(holder.Instances)) {
+		if l := holder.Instances[name]; !l.Released {
+			history = append(history, holder.leaseExpired(name, l))
+		}
+	}
+	m.grant(next, d, at)
+	return history
+}
+
 func (m Machine) grant(s *State, d Declaration, at UnixNano) {
 	s.Holder = &Holder{
 		Identity:   d.Cluster,

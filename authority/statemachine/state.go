@@ -331,6 +331,12 @@ type Pending struct {
 	Epoch uint64 `json:"epoch"`
 	// RequestedAt is when it first asked for the takeover.
 	RequestedAt UnixNano `json:"requested_at_ns"`
+	// Copy marks a takeover by a copy of the holder itself: a cluster
+	// restored from a backup of the holder, which has its name and UID,
+	// declaring a raised epoch with a stale generation. The holder's
+	// instances may be the other copy's, so the copy waits for all their
+	// leases to end before it holds the fence.
+	Copy bool `json:"copy,omitempty"`
 }
 
 // Cluster is what the authority remembers of a cluster that declared.
