@@ -3,8 +3,8 @@ package statemachine
 import (
 	"errors"
 	"maps"
-	"slices"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
