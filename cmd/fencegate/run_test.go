@@ -2,69 +2,102 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
 
-func TestRunFlagErrors(t *testing.T) {
-	// valid are the flags of a cluster that can start; each case breaks them.
-	valid := []string{"--cluster-name", "east", "--epoch", "1", "--authority", "127.0.0.1:7443",
-		"--webhook-certs", "external", "--kubeconfig", "/nonexistent/kubeconfig", "--namespace", "fencegate-system"}
-	// reachable gets as far as the fence agent's settings, which are
-	// checked before any call to the API server when the cluster UID is
-	// given: its kubeconfig names a server that nothing needs to reach.
-	reachable := []string{"--authority", "127.0.0.1:7443", "--webhook-certs", "external", "--namespace", "fencegate-system",
-		"--kubeconfig", unreachableKubeconfig(t), "--cluster-uid", "uid-east", "--metrics-address", "0", "--health-address", "127.0.0.1:0"}
+// TestRunSettingErrors: run checks every setting, the fence agent's
+// included, before it reads a kubeconfig or dials anything, and reports
+// every problem at once, each naming its flag and variable.
+func TestRunSettingErrors(t *testing.T) {
+	// base are the flags of a cluster that can start, but for its name and
+	// epoch; its kubeconfig does not exist, so an error that names it shows
+	// that run got past its settings to the first step that reaches out.
+	base := []string{"--authority", "127.0.0.1:7443", "--webhook-certs", "external",
+		"--kubeconfig", "/nonexistent/kubeconfig", "--namespace", "fencegate-system"}
+	valid := append(slices.Clone(base), "--cluster-name", "east", "--epoch", "1")
+	const kubeconfigReached = "--kubeconfig (FENCEGATE_KUBECONFIG)"
 	tests := map[string]struct {
-		args    []string
-		env     map[string]string
-		wantErr []string
+		args []string
+		env  map[string]string
+		// wantErr lists what the error must say, notErr what it must not.
+		wantErr, notErr []string
 	}{
 		"nothing given names every required flag": {
 			args: []string{},
 			wantErr: []string{
+				"cluster name is empty: set --cluster-name (FENCEGATE_CLUSTER_NAME)",
+				"epoch is 0: epochs start at 1: set --epoch (FENCEGATE_EPOCH) to 1 or more",
 				"--namespace (FENCEGATE_NAMESPACE): required: each fencegate process keeps a Lease there",
 				"--webhook-service-name (FENCEGATE_WEBHOOK_SERVICE_NAME)",
 				"--validating-webhook-configuration (FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION)",
 			},
 		},
-		// One case only gets this far: run registers its metrics in
-		// controller-runtime's global registry, once per process.
-		"every fence agent setting at once, from flags and variables": {
-			args: append(slices.Clone(reachable), "--instance", "pod 1"),
-			env:  map[string]string{"FENCEGATE_EPOCH": "0"},
+		"a cluster name alone names the missing epoch with the other missing flags": {
+			args: []string{"--cluster-name", "east"},
 			wantErr: []string{
-				"cluster name is empty: set --cluster-name (FENCEGATE_CLUSTER_NAME)",
+				"epoch is 0: epochs start at 1: set --epoch (FENCEGATE_EPOCH) to 1 or more",
+				"--namespace (FENCEGATE_NAMESPACE): required",
+				"--webhook-service-name (FENCEGATE_WEBHOOK_SERVICE_NAME)",
+				"--validating-webhook-configuration (FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION)",
+			},
+			notErr: []string{"cluster name"},
+		},
+		"every fence agent setting at once, from flags and variables, before the kubeconfig": {
+			args: append(slices.Clone(base), "--instance", "pod 1", "--domain", "Payments!", "--cluster-uid", "a b"),
+			env:  map[string]string{"FENCEGATE_EPOCH": "0", "FENCEGATE_CLUSTER_NAME": "East_1"},
+			wantErr: []string{
+				`cluster name "East_1" is not a DNS label`, "set --cluster-name (FENCEGATE_CLUSTER_NAME)",
 				"epoch is 0: epochs start at 1: set --epoch (FENCEGATE_EPOCH) to 1 or more",
 				`instance name "pod 1" contains spaces or control characters: set --instance (FENCEGATE_INSTANCE)`,
+				`fence domain "Payments!"`, "set --domain (FENCEGATE_DOMAIN)",
+				`cluster UID "a b" contains spaces or control characters`, "--cluster-uid (FENCEGATE_CLUSTER_UID)",
 			},
+			notErr: []string{kubeconfigReached},
+		},
+		"a cluster UID with spaces around it is taken trimmed": {
+			args:    append(slices.Clone(valid), "--cluster-uid", " uid-east "),
+			wantErr: []string{kubeconfigReached},
+			notErr:  []string{"cluster UID"},
 		},
 		"epoch that is not a number": {
-			args:    append(valid, "--epoch", "seven"),
+			args:    append(slices.Clone(valid), "--epoch", "seven"),
 			wantErr: []string{`invalid argument "seven" for "--epoch"`},
 		},
 		"unknown certificate mode": {
-			args:    append(valid, "--webhook-certs", "auto"),
+			args:    append(slices.Clone(valid), "--webhook-certs", "auto"),
 			wantErr: []string{`--webhook-certs (FENCEGATE_WEBHOOK_CERTS): "auto": want self-signed or external`},
 		},
 		"timeout not shorter than the interval": {
-			args:    append(valid, "--declare-timeout", "5s"),
-			wantErr: []string{"--declare-timeout (FENCEGATE_DECLARE_TIMEOUT): 5s must be positive and shorter than --declare-interval 5s"},
+			args: append(slices.Clone(valid), "--declare-timeout", "5s"),
+			wantErr: []string{
+				"declare timeout 5s is not shorter than the declare interval 5s",
+				"--declare-timeout (FENCEGATE_DECLARE_TIMEOUT)", "--declare-interval (FENCEGATE_DECLARE_INTERVAL)",
+			},
+			notErr: []string{kubeconfigReached},
+		},
+		"negative durations": {
+			args: append(slices.Clone(valid), "--declare-interval", "-1s", "--lease-margin", "-2s"),
+			env:  map[string]string{"FENCEGATE_DECLARE_TIMEOUT": "-1s"},
+			wantErr: []string{
+				"declare interval -1s is negative: set --declare-interval (FENCEGATE_DECLARE_INTERVAL)",
+				"declare timeout -1s is negative: set --declare-timeout (FENCEGATE_DECLARE_TIMEOUT)",
+				"lease margin -2s is negative: set --lease-margin (FENCEGATE_LEASE_MARGIN)",
+			},
+			notErr: []string{kubeconfigReached},
 		},
 		"authority without a port": {
-			args:    append(valid, "--authority", "fence.example.com"),
+			args:    append(slices.Clone(valid), "--authority", "fence.example.com"),
 			wantErr: []string{`--authority "fence.example.com": want host:port`},
 		},
 		"half a client certificate": {
-			args:    append(valid, "--authority-cert", "tls.crt"),
+			args:    append(slices.Clone(valid), "--authority-cert", "tls.crt"),
 			wantErr: []string{"a client certificate needs both a certificate file and a key file"},
 		},
 		"valid flags get as far as the kubeconfig": {
 			args:    valid,
-			wantErr: []string{"--kubeconfig (FENCEGATE_KUBECONFIG)", "/nonexistent/kubeconfig"},
+			wantErr: []string{kubeconfigReached, "/nonexistent/kubeconfig"},
 		},
 	}
 	for name, tc := range tests {
@@ -81,24 +114,11 @@ func TestRunFlagErrors(t *testing.T) {
 					t.Errorf("error lacks %q:\n%v", want, err)
 				}
 			}
+			for _, not := range tc.notErr {
+				if strings.Contains(err.Error(), not) {
+					t.Errorf("error says %q:\n%v", not, err)
+				}
+			}
 		})
 	}
-}
-
-// unreachableKubeconfig writes a kubeconfig whose server nothing listens
-// on, for flags that must be checked before any call to it.
-func unreachableKubeconfig(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	const config = `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
