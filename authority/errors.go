@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -126,14 +127,34 @@ func epochStepRefusal(domain string, d statemachine.Declaration, e *statemachine
 
 // bindingRefusal refuses a declaration of a cluster UID under another name
 // than the one it is bound to: the caller acts as a cluster it is not, or
-// a cluster UID was copied between clusters' settings.
+// a cluster UID was copied between clusters' settings, or the cluster was
+// renamed, for which the message gives the whole command that forgets the
+// name the UID is bound to.
 func bindingRefusal(ctx context.Context, domain string, e *statemachine.BindingError) error {
-	return rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, e.Error()+inDomain(domain), map[string]string{
+	forget := "fencegate fence forget"
+	if domain != rpctypes.DefaultDomain {
+		forget += " --domain " + domain
+	}
+	forget += fmt.Sprintf(" --cluster %s --cluster-uid %s", e.Bound, shellWord(e.UID))
+	return rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, fmt.Sprintf(
+		"cluster uid %q is bound to cluster %q%s, not %q: a cluster cannot declare another cluster's UID; "+
+			"to rename a cluster, forget it first (%s)",
+		e.UID, e.Bound, inDomain(domain), e.Declared, forget), map[string]string{
 		rpctypes.MetadataDomain:       domain,
 		rpctypes.MetadataCluster:      e.Declared,
 		rpctypes.MetadataBoundCluster: e.Bound,
 		rpctypes.MetadataIdentity:     actor(ctx).Identity,
 	})
+}
+
+// shellWord quotes s for a shell command line in a message, unless it
+// is safe as it is. Cluster names and domains are DNS labels; a cluster
+// UID is printable and without spaces, but may be anything else.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // restoredRefusal refuses a declaration that presents a stale generation

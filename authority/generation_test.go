@@ -21,7 +21,8 @@ import (
 // authority moved past twice (a copy of the cluster restored from a
 // backup) is told CLUSTER_RESTORED and nothing is recorded, while the
 // cluster's current instances go on. Raising the copy's epoch, an
-// operator's failover to it, is accepted whatever it presents.
+// operator's failover to it, is accepted whatever it presents, once the
+// leases of the cluster's instances have ended.
 func TestRestoredCopyIsToldClusterRestored(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -68,7 +69,15 @@ func TestRestoredCopyIsToldClusterRestored(t *testing.T) {
 	if _, err := declare("east-b", 1, current); err != nil {
 		t.Fatalf("a current instance of east beside the copy: %v", err)
 	}
+	// The copy at a raised epoch, an operator's failover to it, takes the
+	// fence over as another cluster would: once the leases of east's
+	// instances, which may be the original's, have ended.
+	_, err = declare("east-restored", 2, backup)
+	if info := errorInfo(err); status.Code(err) != codes.FailedPrecondition || info.GetReason() != rpctypes.ReasonAcquiring {
+		t.Fatalf("the copy at a raised epoch beside east's running leases: %v, want %s", err, rpctypes.ReasonAcquiring)
+	}
+	clock.Step(16 * time.Second)
 	if resp, err := declare("east-restored", 2, backup); err != nil || resp.GetClusterGeneration() == 0 {
-		t.Fatalf("the copy at a raised epoch (a failover to it): %v, %v; want accepted", resp, err)
+		t.Fatalf("the copy at a raised epoch once east's leases ended: %v, %v; want granted", resp, err)
 	}
 }

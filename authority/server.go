@@ -39,14 +39,18 @@ type Server struct {
 
 // NewServer builds the gRPC server. Every call passes guard before its
 // handler, which authorizes it and records who makes it; nil means a guard
-// without a policy, which allows every call. opts add transport credentials
-// and the like; interceptors among them run before the guard, so that the
-// RPC metrics (RPCMetrics) count its refusals too.
+// without a policy, which allows every call, logs its refusals to the
+// service's Logger and counts them nowhere. The service reports the calls
+// it refuses with PermissionDenied itself (a cluster UID declared under
+// another name) to the same guard, which counts and logs them as its own.
+// opts add transport credentials and the like; interceptors among them run
+// before the guard, so that the RPC metrics (RPCMetrics) count its
+// refusals too.
 func NewServer(service *Service, guard *authz.Guard, opts ...grpc.ServerOption) *Server {
 	if guard == nil {
-		// Without a registerer it cannot fail to register.
-		guard, _ = authz.NewGuard(authz.GuardOptions{})
+		guard = service.guard
 	}
+	service.guard = guard
 	opts = append(append([]grpc.ServerOption{
 		// Agents keep their connection open between heartbeats; let them
 		// probe it, but not more often than this.

@@ -55,7 +55,9 @@ type Options struct {
 	HistoryLimit int
 	// Logger receives the decision log: grants, pending takeovers,
 	// releases and operator actions (never renewals or refusals, which
-	// repeat every heartbeat).
+	// repeat every heartbeat: the Guard the Service is served with logs
+	// the PermissionDenied ones, limited, to this Logger if NewServer is
+	// given none).
 	Logger logr.Logger
 	// Registerer receives the metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
@@ -68,6 +70,11 @@ type Service struct {
 	store   *store.Store
 	log     logr.Logger
 	metrics *metrics
+	// guard counts and logs the PermissionDenied refusals the service
+	// makes, as it does its own: the Guard NewServer serves the service
+	// with, or until then one without a policy that logs to log and
+	// counts nowhere.
+	guard *authz.Guard
 
 	// life ends when the service closes, which ends every watch stream.
 	life  context.Context
@@ -101,8 +108,15 @@ func New(client *clientv3.Client, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	guardOpts := authz.GuardOptions{Logger: opts.Logger}
+	// A fake clock spaces the refusal log too.
+	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {
+		guardOpts.Clock = c
+	}
+	// Without a registerer it cannot fail to register.
+	guard, _ := authz.NewGuard(guardOpts)
 	life, closeFn := context.WithCancel(context.Background())
-	return &Service{store: st, log: opts.Logger, metrics: m, life: life, close: closeFn}, nil
+	return &Service{store: st, log: opts.Logger, metrics: m, guard: guard, life: life, close: closeFn}, nil
 }
 
 // Close ends every WatchFence stream (clients are told to watch again) and
@@ -138,8 +152,8 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 			st = epochStepRefusal(domain, d, stepErr)
 		case errors.As(err, &bindingErr):
 			st = bindingRefusal(ctx, domain, bindingErr)
-			s.log.Info("declaration refused: cluster uid bound to another name", "domain", domain, "uid", bindingErr.UID,
-				"declared", bindingErr.Declared, "bound", bindingErr.Bound, "identity", actor(ctx).Identity)
+			s.guard.Refused(ctx, fencev1.FenceService_DeclareClusterEpoch_FullMethodName, status.Convert(st).Message(),
+				"cluster", bindingErr.Declared, "domain", domain, "uid", bindingErr.UID, "boundCluster", bindingErr.Bound)
 		case errors.As(err, &restoredErr):
 			st = restoredRefusal(domain, d, restoredErr)
 		}

@@ -61,6 +61,10 @@ type Options struct {
 	HistoryLimit int
 	// Registerer receives the authority's metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
+	// Logger, if set, receives the log of the authority and its replicas
+	// (its decisions and refusals; etcd's log goes to the test, or nowhere
+	// if Quiet).
+	Logger logr.Logger
 }
 
 // Server is a running fence authority.
@@ -202,7 +206,7 @@ func (s *Server) start(lis net.Listener) error {
 		reg = prometheus.NewRegistry()
 	}
 	s.registered = true
-	stop, serve, err := serveAuthority(e.Client(), lis, s.opts, s.log, reg)
+	stop, serve, err := serveAuthority(e.Client(), lis, s.opts, s.authorityLog(), reg)
 	if err != nil {
 		e.Close()
 		return err
@@ -216,11 +220,19 @@ func (s *Server) start(lis net.Listener) error {
 		if err != nil {
 			return fmt.Errorf("listen again on %s for a replica: %w", r.addr, err)
 		}
-		if err := inst.serveReplica(r, lis, s.log); err != nil {
+		if err := inst.serveReplica(r, lis, s.authorityLog()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// authorityLog is the log of the authority and its replicas.
+func (s *Server) authorityLog() logr.Logger {
+	if s.opts.Logger.GetSink() != nil {
+		return s.opts.Logger
+	}
+	return s.log
 }
 
 // serveReplica serves replica r on lis over the run's etcd.
@@ -316,7 +328,7 @@ func (s *Server) AddReplica(t testing.TB, ro ReplicaOptions) *Replica {
 		_ = lis.Close()
 		t.Fatal("add a replica to a stopped test authority")
 	}
-	if err := s.running.serveReplica(r, lis, s.log); err != nil {
+	if err := s.running.serveReplica(r, lis, s.authorityLog()); err != nil {
 		t.Fatal(err)
 	}
 	s.replicas = append(s.replicas, r)

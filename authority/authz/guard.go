@@ -38,6 +38,10 @@ const maxLogKeys = 1024
 // again, and one the new file refuses ends with the PermissionDenied a
 // refused open gets, counted the same way; at its client certificate's
 // expiry it ends with Unauthenticated.
+//
+// A handler that refuses an allowed call with PermissionDenied by the
+// fence's own rules reports it to Refused, so that it is counted and
+// logged as the Guard's refusals are.
 type Guard struct {
 	policy  func() *Policy
 	log     logr.Logger
@@ -55,8 +59,8 @@ type GuardOptions struct {
 	// Policy returns the policy in force (Source.Policy); nil turns
 	// authorization off.
 	Policy func() *Policy
-	// Logger receives the refusals, at most one a minute per identity and
-	// method.
+	// Logger receives the refusals, its own and those reported to
+	// Refused, at most one a minute per identity and method.
 	Logger logr.Logger
 	// Registerer receives the refusal counter; nil registers nowhere.
 	Registerer prometheus.Registerer
@@ -79,7 +83,7 @@ func NewGuard(opts GuardOptions) (*Guard, error) {
 		clock:  opts.Clock,
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_authority_permission_denied_total",
-			Help: "Calls refused because the caller's identity may not make them, and streams ended because a reloaded authorization file no longer allows them, by method.",
+			Help: "Calls refused because the caller's identity may not make them or declares a cluster UID bound to another cluster's name, and streams ended because a reloaded authorization file no longer allows them, by method.",
 		}, []string{"method"}),
 		logged: map[logKey]time.Time{},
 	}
@@ -229,18 +233,38 @@ func (g *Guard) authorize(a *grant, after string) error {
 	if after != "" {
 		reason = fmt.Sprintf("the stream is refused after %s: %s", after, reason)
 	}
-	short := shortMethod(a.method)
-	g.denials.WithLabelValues(short).Inc()
-	if g.shouldLog(identity, short) {
-		g.log.Error(nil, "call refused", "identity", identity, "peer", a.caller.Peer,
-			"method", short, "cluster", a.req.Cluster, "domain", a.req.Domain, "reason", reason)
-	}
+	g.refused(a.caller, a.method, reason, "cluster", a.req.Cluster, "domain", a.req.Domain)
 	return rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, reason, map[string]string{
 		rpctypes.MetadataIdentity: identity,
 		rpctypes.MetadataMethod:   a.method,
 		rpctypes.MetadataCluster:  a.req.Cluster,
 		rpctypes.MetadataDomain:   a.req.Domain,
 	})
+}
+
+// Refused counts and logs a call that its handler refuses with
+// PermissionDenied after the Guard let it through: the policy allows the
+// caller to act as the cluster it names, but the fence's own rules do not
+// (a cluster UID declared under another name than the one it is bound to).
+// Such a refusal is counted and logged as the Guard's own are, with or
+// without a policy: in fencegate_authority_permission_denied_total{method},
+// and at error level at most once a minute per identity and method. method
+// is the call's full gRPC method; the identity and peer are the Caller the
+// Guard put into ctx; reason is what the client is told, and keysAndValues
+// name what the call asked for.
+func (g *Guard) Refused(ctx context.Context, method, reason string, keysAndValues ...any) {
+	g.refused(CallerFrom(ctx), method, reason, keysAndValues...)
+}
+
+// refused counts a PermissionDenied refusal of caller's call of method and
+// logs it if the limiter lets it.
+func (g *Guard) refused(caller Caller, method, reason string, keysAndValues ...any) {
+	short := shortMethod(method)
+	g.denials.WithLabelValues(short).Inc()
+	if g.shouldLog(caller.Identity, short) {
+		kv := append([]any{"identity", caller.Identity, "peer", caller.Peer, "method", short}, keysAndValues...)
+		g.log.Error(nil, "call refused", append(kv, "reason", reason)...)
+	}
 }
 
 // expired is the refusal of a call whose client certificate has expired,

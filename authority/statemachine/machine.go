@@ -54,8 +54,8 @@ type BindingError struct {
 }
 
 func (e *BindingError) Error() string {
-	return fmt.Sprintf("cluster uid %q is bound to cluster %q, not %q: a cluster cannot declare another cluster's UID; to rename a cluster, forget it first (fencegate fence forget --cluster %s)",
-		e.UID, e.Bound, e.Declared, e.Bound)
+	return fmt.Sprintf("cluster uid %q is bound to cluster %q, not %q: a cluster cannot declare another cluster's UID; to rename a cluster, forget it first (fencegate fence forget --cluster %s --cluster-uid %s)",
+		e.UID, e.Bound, e.Declared, e.Bound, e.UID)
 }
 
 // RestoredError refuses a declaration that presents a generation of its

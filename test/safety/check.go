@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/fencestate"
@@ -15,7 +16,9 @@ import (
 type Admission struct {
 	// Pod is the replica that admitted it, e.g. "east/2".
 	Pod string
-	// Cluster is the UID of the pod's cluster.
+	// Cluster is the UID of the pod's cluster; for a copy of the cluster
+	// restored from a backup, which has the same UID, the UID then "#" and
+	// the copy's label: the checker counts the copy as another cluster.
 	Cluster string
 	// Start and End are when the Admit call began and returned, on the
 	// monotonic clock, since the history began.
@@ -28,6 +31,13 @@ type Admission struct {
 	Status     fencestate.Status
 	Holder     string
 	FenceToken uint64
+}
+
+// uid is the UID of the pod's cluster, which a copy shares with the
+// original: the holder a fence state names.
+func (a Admission) uid() string {
+	uid, _, _ := strings.Cut(a.Cluster, "#")
+	return uid
 }
 
 func (a Admission) String() string {
@@ -126,7 +136,7 @@ func Check(admissions []Admission) Report {
 	groups := map[uint64]*group{}
 	for _, a := range admissions {
 		switch {
-		case a.Status != fencestate.Active || a.Holder != a.Cluster || a.FenceToken == 0:
+		case a.Status != fencestate.Active || a.Holder != a.uid() || a.FenceToken == 0:
 			add(RuleNotHolding, "%s was admitted with the fence state status %q, holder %q, token %d (its cluster is %q)",
 				a, a.Status, a.Holder, a.FenceToken, a.Cluster)
 		case a.Token != a.FenceToken:

@@ -90,7 +90,7 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, events, denied, multi, restored := 0, 0, 0, 0, 0
+	steps, events, denied, multi, restored, toCopies := 0, 0, 0, 0, 0, 0
 	kinds := map[stepKind]int{}
 	began := time.Now()
 	for i, seed := range list {
@@ -109,6 +109,9 @@ func TestRandomizedFailover(t *testing.T) {
 			if strings.Contains(ev.What, "is restored from its backup") {
 				restored++
 			}
+			if strings.Contains(ev.What, "fails over to the copy") {
+				toCopies++
+			}
 		}
 		if sched.replicas > 1 {
 			multi++
@@ -126,9 +129,9 @@ func TestRandomizedFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d histories (%d of them with several pods per cluster) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
-		"%d schedule steps (%d raises, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster), %d events",
+		"%d schedule steps (%d raises, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster and %d failed over to), %d events",
 		len(list), multi, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
-		steps, kinds[raise], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, events)
+		steps, kinds[raise], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

@@ -2,7 +2,11 @@ package safety
 
 import (
 	"fmt"
+	"strings"
+	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/authority/authoritytest"
 )
 
 // backup is what a backup of a cluster's control plane keeps of fencegate:
@@ -19,7 +23,8 @@ type backup struct {
 // the cluster from the backup beside it, with as many pods, until the
 // history ends. The copy has the cluster's name, UID, epoch and identity:
 // only the generation it presents tells it apart, and it must admit
-// nothing.
+// nothing, unless an operator fails over to it (st.epoch): then it takes
+// the fence over from the original, and the two never admit at once.
 func (r *run) restore(st step) {
 	c := st.cluster
 	r.mu.Lock()
@@ -43,8 +48,49 @@ func (r *run) restore(st step) {
 			r.mu.Unlock()
 		}
 		r.event("a copy of %s (%s) is restored from its backup", clusterNames[c], b.label)
+		epoch := b.epoch
+		if st.epoch > 0 {
+			// The copy's pods start at the raised epoch: an operator's
+			// failover to it. The copy and the original are two
+			// actors for the checker; they must never both admit.
+			epoch = st.epoch
+			r.event("an operator fails over to the copy of %s (%s) at epoch %d", clusterNames[c], b.label, epoch)
+		}
 		for range r.sched.replicas {
-			r.startPod(c, b.epoch, b)
+			r.startPod(c, epoch, b)
 		}
 	})
+}
+
+// TestFailoverToARestoredCopyNeverOverlaps: an operator fails over to a
+// copy of the holder restored from a backup, which has the holder's name,
+// UID and identity, while the original goes on running. The copy takes the
+// fence over only once the original's leases ended, and the two never
+// admit at once.
+func TestFailoverToARestoredCopyNeverOverlaps(t *testing.T) {
+	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL, ClusterGenerationPeriod: generationPeriod, Quiet: true}, 1)
+	bodies := reviews(t)
+	for _, replicas := range []int{1, 2} {
+		// East holds the fence at epoch 2; the copy is started once the
+		// authority moved east's generation on twice, at epoch 3.
+		sched := scripted(replicas, step{at: 300 * time.Millisecond, kind: restore, cluster: 0, epoch: 3})
+		sched.end += 4*generationPeriod + 2*leaseTTL
+		h := newRun(t, srv, sched, bodies, nil).play()
+		r := Check(h.Admissions)
+		if len(r.Violations) > 0 {
+			t.Fatal(unsafe(sched, h, r, "replay it with TestFailoverToARestoredCopyNeverOverlaps"))
+		}
+		byCopy := 0
+		for _, a := range h.Admissions {
+			if strings.Contains(a.Cluster, "#") {
+				byCopy++
+			}
+		}
+		t.Logf("%d pod(s) per cluster: %d admitted, %d of them by the copy, %d handovers", replicas, r.Admissions, byCopy, r.Handovers)
+		if byCopy == 0 || r.Handovers == 0 {
+			var b strings.Builder
+			h.Write(&b)
+			t.Errorf("the copy admitted %d times after %d handovers: the failover to it never happened; schedule: %s\n%s", byCopy, r.Handovers, sched, b.String())
+		}
+	}
 }

@@ -98,7 +98,8 @@ type step struct {
 	// cluster is the cluster raised or partitioned (an index of
 	// clusterNames), replica the pod slot partitioned.
 	cluster, replica int
-	// epoch is the raised epoch.
+	// epoch is the raised epoch; for a restore, the epoch an operator
+	// fails over to the restored copy at (0: the copy keeps the backup's).
 	epoch uint64
 	// preStop is how long the replaced pods go on with their agents after
 	// the new pods are up, drain how long they answer admission after
@@ -125,6 +126,9 @@ func (s step) String() string {
 	case clockStep:
 		return fmt.Sprintf("step the wall clock of authority replica %d forward by %s", s.replica, s.length)
 	case restore:
+		if s.epoch > 0 {
+			return fmt.Sprintf("back %s up, restore a copy of it beside it, and fail over to the copy at epoch %d", name, s.epoch)
+		}
 		return fmt.Sprintf("back %s up, and restore a copy of it beside it", name)
 	default:
 		return "restart the authority"
@@ -216,6 +220,12 @@ func plan(seed uint64, replicas int, n nemeses) schedule {
 			st.length = leaseMargin + upTo(rng, maxClockStep)
 		default:
 			st.kind = restore
+			if rng.IntN(2) == 0 {
+				// An operator fails over to the copy: above every
+				// epoch declared so far.
+				highest++
+				st.epoch = highest
+			}
 		}
 		s.steps = append(s.steps, st)
 	}
