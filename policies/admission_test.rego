@@ -141,7 +141,7 @@ test_fenced_denial_names_cluster_epoch_holder_and_what_to_do if {
 	d.reasons == [concat(" ", [
 		`fencegate: cluster "west" (epoch 3) does not hold the ownership fence of domain "default": cluster "east" holds it at epoch 7.`,
 		"Components can only change on the cluster that holds the fence.",
-		"To fail over to west, raise its epoch above 7 (helm upgrade --set epoch=8).",
+		`To fail over to west, run fencegate failover --to west, or raise spec.epoch of the Fence "default" on west above 7 (to 8).`,
 	])]
 }
 

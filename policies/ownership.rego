@@ -47,6 +47,13 @@ default short_name := "this cluster"
 
 short_name := cluster_name if cluster_name != ""
 
+# failover_to names this cluster to `fencegate failover --to`, which takes
+# the cluster's kubeconfig context: the cluster's name (what contexts are
+# usually called), or a placeholder while the name is unknown.
+default failover_to := "<its kubeconfig context>"
+
+failover_to := cluster_name if cluster_name != ""
+
 default holder_clause := "no holder is known"
 
 holder_clause := sprintf("cluster %q holds it at epoch %d", [holder_name, holder_epoch]) if holder_name != ""
@@ -69,9 +76,9 @@ explanation := sprintf(
 	concat(" ", [
 		"%s (epoch %d) does not hold the ownership fence of domain %q: %s.",
 		"Components can only change on the cluster that holds the fence.",
-		"To fail over to %s, raise its epoch above %d (helm upgrade --set epoch=%d).",
+		"To fail over to %s, run fencegate failover --to %s, or raise spec.epoch of the Fence %q on %s above %d (to %d).",
 	]),
-	[this_cluster, cluster_epoch, domain, holder_clause, short_name, holder_epoch, holder_epoch + 1],
+	[this_cluster, cluster_epoch, domain, holder_clause, short_name, failover_to, domain, short_name, holder_epoch, holder_epoch + 1],
 ) if {
 	status == "fenced"
 }
@@ -81,10 +88,11 @@ explanation := sprintf(
 		"%s declares epoch %d, lower than an epoch it declared before, so the fence authority refuses it",
 		"(a cluster restored from a backup, or an epoch lowered by mistake).",
 		"The ownership fence of domain %q is held elsewhere: %s.",
-		"Set the epoch of %s back to at least the highest epoch it declared (helm upgrade --set epoch=N);",
-		"to take the fence over it must also be above %d.",
+		"Raise spec.epoch of the Fence %q on %s back to at least the highest epoch it declared;",
+		"to take the fence over it must also be above %d",
+		"(fencegate failover --to %s --epoch N, with N above %d and at least that epoch).",
 	]),
-	[this_cluster, cluster_epoch, domain, holder_clause, short_name, holder_epoch],
+	[this_cluster, cluster_epoch, domain, holder_clause, domain, short_name, holder_epoch, failover_to, holder_epoch],
 ) if {
 	status == "epoch_regressed"
 }

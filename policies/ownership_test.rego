@@ -56,7 +56,7 @@ test_explanation_fenced if {
 	ownership.explanation == concat(" ", [
 		`cluster "west" (epoch 3) does not hold the ownership fence of domain "default": cluster "east" holds it at epoch 7.`,
 		"Components can only change on the cluster that holds the fence.",
-		"To fail over to west, raise its epoch above 7 (helm upgrade --set epoch=8).",
+		`To fail over to west, run fencegate failover --to west, or raise spec.epoch of the Fence "default" on west above 7 (to 8).`,
 	]) with data.fence as state("fenced", west, east)
 }
 
@@ -64,8 +64,10 @@ test_explanation_epoch_regressed if {
 	msg := ownership.explanation with data.fence as state("epoch_regressed", west, east)
 	startswith(msg, `cluster "west" declares epoch 3, lower than an epoch it declared before`)
 	contains(msg, `cluster "east" holds it at epoch 7`)
-	contains(msg, "Set the epoch of west back to at least the highest epoch it declared")
-	contains(msg, "above 7")
+	contains(msg, `Raise spec.epoch of the Fence "default" on west back to at least the highest epoch it declared;`)
+	contains(msg, "to take the fence over it must also be above 7")
+	endswith(msg, "(fencegate failover --to west --epoch N, with N above 7 and at least that epoch).")
+	not contains(msg, "helm upgrade")
 }
 
 test_explanation_acquiring if {
@@ -100,7 +102,25 @@ test_explanation_of_a_status_the_policies_do_not_know if {
 
 test_short_name_without_a_cluster_name if {
 	msg := ownership.explanation with data.fence as state("fenced", {"name": "", "uid": "", "epoch": 0}, east)
-	contains(msg, "To fail over to this cluster, raise its epoch above 7")
+	contains(msg, `To fail over to this cluster, run fencegate failover --to <its kubeconfig context>, or raise spec.epoch of the Fence "default" on this cluster above 7 (to 8).`)
+}
+
+test_short_name_without_a_cluster_name_epoch_regressed if {
+	msg := ownership.explanation with data.fence as state("epoch_regressed", {"name": "", "uid": "", "epoch": 0}, east)
+	contains(msg, `Raise spec.epoch of the Fence "default" on this cluster back to at least`)
+	contains(msg, "fencegate failover --to <its kubeconfig context> --epoch N")
+}
+
+test_no_explanation_tells_to_fail_over_by_helm if {
+	every status in ["active", "fenced", "epoch_regressed", "acquiring", "unknown", "unsupported", "bogus"] {
+		not contains(ownership.explanation, "helm") with data.fence as state(status, west, east)
+	}
+}
+
+test_failover_names_the_domains_fence if {
+	fence := object.union(state("fenced", west, east), {"domain": "payments"})
+	msg := ownership.explanation with data.fence as fence
+	contains(msg, `or raise spec.epoch of the Fence "payments" on west above 7 (to 8).`)
 }
 
 test_explanation_unknown_without_an_agent_message if {

@@ -260,3 +260,73 @@ func TestAuthorityValuesAreChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthorityLeaseIsChecked: the chart refuses a lease TTL below three
+// declare intervals of the clusters (clusterDeclareInterval, the fencegate
+// chart's authority.declareInterval); the defaults pass.
+func TestAuthorityLeaseIsChecked(t *testing.T) {
+	h := newHelm(t)
+	with := func(set ...string) []string {
+		args := []string{"--set", "insecure=true", "--set", "authorization.none=true"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		return args
+	}
+	tests := map[string]struct {
+		args []string
+		// want is a part of the refusal; empty: the chart renders, with
+		// this FENCEGATE_LEASE_TTL.
+		want    []string
+		wantTTL string
+	}{
+		"defaults":                             {args: with(), wantTTL: "15s"},
+		"lease TTL of exactly three intervals": {args: with("leaseTTL=6s", "clusterDeclareInterval=2s"), wantTTL: "6s"},
+		"lease TTL in minutes":                 {args: with("leaseTTL=1m30s", "clusterDeclareInterval=30s"), wantTTL: "1m30s"},
+		"lease TTL below three intervals": {
+			args: with("leaseTTL=10s"),
+			want: []string{"leaseTTL (10s) is below three clusterDeclareInterval (3 × 5s)", "set clusterDeclareInterval to the longest of their intervals"},
+		},
+		"lease TTL just below three intervals": {
+			args: with("leaseTTL=5999ms", "clusterDeclareInterval=2s"),
+			want: []string{"is below three clusterDeclareInterval"},
+		},
+		"declare interval not a duration": {
+			args: with("clusterDeclareInterval=5"),
+			want: []string{"at '/clusterDeclareInterval'"},
+		},
+		"lease TTL set around the check": {
+			args: with("extraEnv[0].name=FENCEGATE_LEASE_TTL", "extraEnv[0].value=1s"),
+			want: []string{"extraEnv sets FENCEGATE_LEASE_TTL: set leaseTTL instead"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if len(tc.want) == 0 {
+				r := h.render(t, authorityChart, nil, tc.args...)
+				var sts appsv1.StatefulSet
+				r.get(t, "StatefulSet", authorityName, &sts)
+				if got := env(sts.Spec.Template.Spec.Containers[0], "FENCEGATE_LEASE_TTL"); got != tc.wantTTL {
+					t.Errorf("FENCEGATE_LEASE_TTL = %q, want %q", got, tc.wantTTL)
+				}
+				return
+			}
+			_, err := h.template(t.Context(), authorityChart, nil, tc.args...)
+			if err == nil {
+				t.Fatalf("helm template passed, want a refusal containing %q", tc.want)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("helm template error = %v, want one containing %q", err, want)
+				}
+			}
+		})
+	}
+
+	// Every ci values file keeps to the rule (helm lint only logs a fail).
+	for _, file := range h.ciValues(t, authorityChart) {
+		if _, err := h.template(t.Context(), authorityChart, []string{file}); err != nil {
+			t.Errorf("%s: %v", filepath.Base(file), err)
+		}
+	}
+}

@@ -575,7 +575,7 @@ func TestEpochRollsThePodsPolicyEditsDoNot(t *testing.T) {
 		"enforcement changed":     {set: []string{"config.enforcement=warn"}},
 		"exemption added":         {set: []string{"config.exemptUsers={breakglass}"}},
 		"policy file added":       {set: []string{"policies.files.extra\\.rego=package extra"}},
-		"webhook timeout changed": {set: []string{"webhook.timeoutSeconds=7"}},
+		"webhook timeout changed": {set: []string{"webhook.timeoutSeconds=4"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -624,5 +624,117 @@ func TestFencegateValuesAreChecked(t *testing.T) {
 				t.Errorf("helm template error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFencegateTimingIsChecked: the chart refuses timings that break the
+// lease margin: a webhook timeout not below the lease margin (the API server
+// could take an answer decided just before this cluster's active state
+// ended after the authority moved the fence), a margin not below the
+// authority's lease TTL, and a lease TTL below three declare intervals. The
+// defaults and the ci values pass.
+func TestFencegateTimingIsChecked(t *testing.T) {
+	h := newHelm(t)
+	valid := []string{"--set", "clusterName=east", "--set", "epoch=7", "--set", "authority.address=fence.example.com:7443"}
+	with := func(set ...string) []string {
+		args := slices.Clone(valid)
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		return args
+	}
+	const (
+		timeoutRule = "must be below authority.leaseMargin"
+		marginRule  = "must be below authority.leaseTTL"
+		ttlRule     = "is below three authority.declareInterval"
+	)
+	tests := map[string]struct {
+		args []string
+		// want is a part of the refusal; empty: the chart renders, with
+		// wantEnv in the Deployment.
+		want    []string
+		wantEnv map[string]string
+	}{
+		"defaults": {
+			args:    valid,
+			wantEnv: map[string]string{"FENCEGATE_LEASE_MARGIN": "6s", "FENCEGATE_DECLARE_INTERVAL": "5s"},
+		},
+		"webhook timeout just below the margin": {
+			args:    with("webhook.timeoutSeconds=5", "authority.leaseMargin=5001ms"),
+			wantEnv: map[string]string{"FENCEGATE_LEASE_MARGIN": "5001ms"},
+		},
+		"webhook timeout equal to the margin": {
+			args: with("webhook.timeoutSeconds=6"),
+			want: []string{"webhook.timeoutSeconds (6) must be below authority.leaseMargin (6s)", "Lower webhook.timeoutSeconds below 6s, or raise authority.leaseMargin above 6s"},
+		},
+		"webhook timeout above the margin": {
+			args: with("webhook.timeoutSeconds=10", "authority.leaseMargin=2s"),
+			want: []string{"webhook.timeoutSeconds (10) must be below authority.leaseMargin (2s)", "raise authority.leaseMargin above 10s (and keep it below authority.leaseTTL, 15s)"},
+		},
+		"webhook timeout above a margin in minutes and seconds": {
+			args: with("webhook.timeoutSeconds=30", "authority.leaseMargin=0m29.5s", "authority.leaseTTL=2m"),
+			want: []string{timeoutRule},
+		},
+		"short timings for a fast failover": {
+			args:    with("webhook.timeoutSeconds=1", "authority.leaseMargin=1500ms", "authority.leaseTTL=6s", "authority.declareInterval=2s", "authority.declareTimeout=1s"),
+			wantEnv: map[string]string{"FENCEGATE_LEASE_MARGIN": "1500ms", "FENCEGATE_DECLARE_INTERVAL": "2s"},
+		},
+		"margin as long as the lease": {
+			args: with("webhook.timeoutSeconds=5", "authority.leaseMargin=15s"),
+			want: []string{"authority.leaseMargin (15s) must be below authority.leaseTTL (15s)"},
+		},
+		"lease TTL of exactly three declare intervals": {
+			args:    with("authority.leaseTTL=1m", "authority.declareInterval=20s"),
+			wantEnv: map[string]string{"FENCEGATE_DECLARE_INTERVAL": "20s"},
+		},
+		"lease TTL below three declare intervals": {
+			args: with("authority.leaseTTL=14s"),
+			want: []string{"authority.leaseTTL (14s) is below three authority.declareInterval (3 × 5s)", "Set authority.declareInterval to a third of the lease TTL or less"},
+		},
+		"declare interval raised above a third of the lease TTL": {
+			args: with("authority.declareInterval=5001ms"),
+			want: []string{ttlRule},
+		},
+		"declare interval in hours": {
+			args: with("authority.declareInterval=1h"),
+			want: []string{ttlRule},
+		},
+		"lease margin that is not a duration": {
+			args: with("authority.leaseMargin=6"),
+			want: []string{"at '/authority/leaseMargin'"},
+		},
+		"lease TTL that is not a duration": {
+			args: with("authority.leaseTTL=15 s"),
+			want: []string{"at '/authority/leaseTTL'"},
+		},
+		"lease margin set around the check": {
+			args: with("extraEnv[0].name=FENCEGATE_LEASE_MARGIN", "extraEnv[0].value=1s"),
+			want: []string{"extraEnv sets FENCEGATE_LEASE_MARGIN: set authority.leaseMargin instead"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if len(tc.want) == 0 {
+				r := renderFencegate(t, h, nil, tc.args...)
+				wantEnv(t, r.container, tc.wantEnv)
+				return
+			}
+			_, err := h.template(t.Context(), fencegateChart, nil, tc.args...)
+			if err == nil {
+				t.Fatalf("helm template passed, want a refusal containing %q", tc.want)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("helm template error = %v, want one containing %q", err, want)
+				}
+			}
+		})
+	}
+
+	// Every ci values file keeps to the rules (helm lint only logs a fail).
+	for _, file := range h.ciValues(t, fencegateChart) {
+		if _, err := h.template(t.Context(), fencegateChart, []string{file}); err != nil {
+			t.Errorf("%s: %v", filepath.Base(file), err)
+		}
 	}
 }

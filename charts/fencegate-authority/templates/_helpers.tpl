@@ -83,6 +83,45 @@ what to change. */}}
 {{- if and $embedded .Values.etcd.tls.secretName }}
 {{- fail "etcd.tls.secretName is for an external etcd: set etcd.endpoints too" }}
 {{- end }}
+{{- include "authority.validateLease" . }}
+{{- end }}
+
+{{/* nanoseconds is a Go duration string of the values ("15s", "1500ms",
+"1m30s", "2.5s") as a number of nanoseconds; it fails on anything else,
+naming the value. Call it with (dict "name" "<value's path>" "value" <value>).
+Helm has no duration parser: the schema's pattern admits the same units. */}}
+{{- define "authority.nanoseconds" -}}
+{{- $s := toString .value }}
+{{- $units := dict "ns" 1 "us" 1e3 "µs" 1e3 "ms" 1e6 "s" 1e9 "m" 6e10 "h" 3.6e12 }}
+{{- $parts := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" $s -1 }}
+{{- if or (not $parts) (ne (join "" $parts) $s) }}
+{{- fail (printf "%s is %q, not a duration: write it like 15s, 1500ms or 1m30s" .name $s) }}
+{{- end }}
+{{- $total := 0.0 }}
+{{- range $parts }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . }}
+{{- $unit := trimPrefix $number . }}
+{{- $total = addf $total (mulf (float64 $number) (get $units $unit)) }}
+{{- end }}
+{{- round $total 0 }}
+{{- end }}
+
+{{/* validateLease fails the render on a lease TTL that the clusters'
+declarations cannot keep alive: a holder renews its lease every declare
+interval, and the TTL must span three of them (docs/design.md, "Agent
+rules"). The declare interval is each cluster's, set in the fencegate
+chart; clusterDeclareInterval says what the longest one is. */}}
+{{- define "authority.validateLease" -}}
+{{- range .Values.extraEnv }}
+{{- if eq (toString .name) "FENCEGATE_LEASE_TTL" }}
+{{- fail "extraEnv sets FENCEGATE_LEASE_TTL: set leaseTTL instead, which the chart checks against clusterDeclareInterval" }}
+{{- end }}
+{{- end }}
+{{- $ttl := include "authority.nanoseconds" (dict "name" "leaseTTL" "value" .Values.leaseTTL) | float64 }}
+{{- $interval := include "authority.nanoseconds" (dict "name" "clusterDeclareInterval" "value" .Values.clusterDeclareInterval) | float64 }}
+{{- if lt $ttl (mulf 3 $interval) }}
+{{- fail (printf "leaseTTL (%s) is below three clusterDeclareInterval (3 × %s): the clusters renew their leases every declare interval, and the lease TTL must span three of them so that a lost declaration never ends a holder's lease. Raise leaseTTL to at least three clusterDeclareInterval, or, if the clusters declare more often (their fencegate chart's authority.declareInterval), set clusterDeclareInterval to the longest of their intervals." .Values.leaseTTL .Values.clusterDeclareInterval) }}
+{{- end }}
 {{- end }}
 
 {{/* tlsSecretName is the Secret of the serving certificate: given, or the

@@ -125,3 +125,54 @@ cluster. */}}
 {{- $cm := .Values.authority.tls.certManager }}
 {{- default (printf "spiffe://%s/fencegate/cluster/%s" $cm.trustDomain .Values.clusterName) $cm.identity }}
 {{- end }}
+
+{{/* nanoseconds is a Go duration string of the values ("5s", "1500ms",
+"1m30s", "2.5s") as a number of nanoseconds; it fails on anything else,
+naming the value. Call it with (dict "name" "<value's path>" "value" <value>).
+Helm has no duration parser: the schema's pattern admits the same units. */}}
+{{- define "fencegate.nanoseconds" -}}
+{{- $s := toString .value }}
+{{- $units := dict "ns" 1 "us" 1e3 "µs" 1e3 "ms" 1e6 "s" 1e9 "m" 6e10 "h" 3.6e12 }}
+{{- $parts := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" $s -1 }}
+{{- if or (not $parts) (ne (join "" $parts) $s) }}
+{{- fail (printf "%s is %q, not a duration: write it like 5s, 1500ms or 1m30s" .name $s) }}
+{{- end }}
+{{- $total := 0.0 }}
+{{- range $parts }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . }}
+{{- $unit := trimPrefix $number . }}
+{{- $total = addf $total (mulf (float64 $number) (get $units $unit)) }}
+{{- end }}
+{{- round $total 0 }}
+{{- end }}
+
+{{/* validateTiming fails the render on timings that break the lease
+margin (docs/design.md, "Agent rules"). A cluster is active until send
+time + lease TTL − lease margin, and the authority may hand the fence to
+another cluster at send time + lease TTL: the margin is what an admission
+decided at the last moment of the active state has left to reach the API
+server, which waits up to webhook.timeoutSeconds for it. The lease TTL is
+the fence authority's, set in its own chart: authority.leaseTTL says what
+it is, for these checks only (fencegate uses the TTL each answer carries). */}}
+{{- define "fencegate.validateTiming" -}}
+{{- $auth := .Values.authority }}
+{{- range .Values.extraEnv }}
+{{- $setting := get (dict "FENCEGATE_LEASE_MARGIN" "authority.leaseMargin" "FENCEGATE_DECLARE_INTERVAL" "authority.declareInterval") (toString .name) }}
+{{- if $setting }}
+{{- fail (printf "extraEnv sets %s: set %s instead, which the chart checks against webhook.timeoutSeconds and authority.leaseTTL" .name $setting) }}
+{{- end }}
+{{- end }}
+{{- $timeout := float64 .Values.webhook.timeoutSeconds }}
+{{- $margin := include "fencegate.nanoseconds" (dict "name" "authority.leaseMargin" "value" $auth.leaseMargin) | float64 }}
+{{- $interval := include "fencegate.nanoseconds" (dict "name" "authority.declareInterval" "value" $auth.declareInterval) | float64 }}
+{{- $ttl := include "fencegate.nanoseconds" (dict "name" "authority.leaseTTL" "value" $auth.leaseTTL) | float64 }}
+{{- if ge (mulf $timeout 1e9) $margin }}
+{{- fail (printf "webhook.timeoutSeconds (%v) must be below authority.leaseMargin (%s): this cluster stops acting as holder a lease margin before the authority may hand the fence to another cluster, and the API server accepts a webhook's answer up to timeoutSeconds after its call, so a change admitted just before this cluster's active state ends could be written after the fence moved. Lower webhook.timeoutSeconds below %s, or raise authority.leaseMargin above %vs (and keep it below authority.leaseTTL, %s)." .Values.webhook.timeoutSeconds $auth.leaseMargin $auth.leaseMargin .Values.webhook.timeoutSeconds $auth.leaseTTL) }}
+{{- end }}
+{{- if ge $margin $ttl }}
+{{- fail (printf "authority.leaseMargin (%s) must be below authority.leaseTTL (%s), the fence authority's lease TTL: this cluster stops acting as holder a lease margin before its lease ends, so it could never hold the fence. Lower authority.leaseMargin (above webhook.timeoutSeconds, %vs), or, if the authority's leaseTTL (in its fencegate-authority chart) is longer, set authority.leaseTTL to it." $auth.leaseMargin $auth.leaseTTL .Values.webhook.timeoutSeconds) }}
+{{- end }}
+{{- if lt $ttl (mulf 3 $interval) }}
+{{- fail (printf "authority.leaseTTL (%s) is below three authority.declareInterval (3 × %s): a holder renews its lease every declare interval, and the lease TTL must span three of them so that a lost declaration never ends the lease. Set authority.declareInterval to a third of the lease TTL or less, or, if the authority's leaseTTL (in its fencegate-authority chart) is longer, set authority.leaseTTL to it." $auth.leaseTTL $auth.declareInterval) }}
+{{- end }}
+{{- end }}
