@@ -2,9 +2,11 @@ package failover_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -15,7 +17,9 @@ import (
 )
 
 // fence builds a Fence of cluster name at epoch in state, with its
-// conditions' status and reason, its holder and its replicas' states.
+// conditions' status, reason and transition time, its holder and its
+// replicas' states, and an EpochAccepted condition False for refused (a
+// reason) when set.
 type fence struct {
 	name      string
 	epoch     int64
@@ -30,6 +34,8 @@ type fence struct {
 	replicas  []string
 	observed  int64
 	generated int64
+	at        time.Time
+	refused   string
 }
 
 func (b fence) build() *fencegatev1alpha1.Fence {
@@ -45,11 +51,17 @@ func (b fence) build() *fencegatev1alpha1.Fence {
 			Cluster: &fencegatev1alpha1.FenceCluster{Name: b.name, Epoch: b.epoch}, Epoch: b.epoch, State: b.state, FenceReason: b.fenceWhy,
 			Pending: b.pending, ObservedGeneration: max(b.observed, 1),
 			Conditions: []metav1.Condition{
-				{Type: fencegatev1alpha1.ConditionHolding, Status: status(b.holding), Reason: b.reason, Message: "the policies' words"},
-				{Type: fencegatev1alpha1.ConditionEnforced, Status: status(b.enforced), Reason: b.reason},
+				{Type: fencegatev1alpha1.ConditionHolding, Status: status(b.holding), Reason: b.reason, Message: "the policies' words", LastTransitionTime: metav1.NewTime(b.at)},
+				{Type: fencegatev1alpha1.ConditionEnforced, Status: status(b.enforced), Reason: b.reason, LastTransitionTime: metav1.NewTime(b.at)},
 			},
 			Components: &fencegatev1alpha1.FenceComponents{Summary: "0/1 held"},
 		},
+	}
+	if b.refused != "" {
+		f.Status.Conditions = append(f.Status.Conditions, metav1.Condition{
+			Type: fencegatev1alpha1.ConditionEpochAccepted, Status: metav1.ConditionFalse, Reason: b.refused,
+			Message: "the authority's words", ObservedGeneration: f.Generation,
+		})
 	}
 	if b.holder != "" {
 		f.Status.Holder = &fencegatev1alpha1.FenceCluster{Name: b.holder, Epoch: b.holderEp}
@@ -74,15 +86,15 @@ func TestMakePlan(t *testing.T) {
 	}{
 		"one above the holder's epoch": {
 			target: westFenced.build(), from: eastActive.build(),
-			want: failover.Plan{Epoch: 3, Patch: true, Holder: "east", HolderEpoch: 2},
+			want: failover.Plan{Epoch: 3, Patch: true, Holder: "east", HolderEpoch: 2, Highest: 2},
 		},
 		"the old holder unreachable: the target knows the holder": {
 			target: westFenced.build(),
-			want:   failover.Plan{Epoch: 3, Patch: true, Holder: "east", HolderEpoch: 2},
+			want:   failover.Plan{Epoch: 3, Patch: true, Holder: "east", HolderEpoch: 2, Highest: 2},
 		},
 		"the old holder knows a higher epoch than the target heard of": {
 			target: westFenced.build(), from: func() *fencegatev1alpha1.Fence { b := eastActive; b.epoch = 5; return b.build() }(),
-			want: failover.Plan{Epoch: 6, Patch: true, Holder: "east", HolderEpoch: 5},
+			want: failover.Plan{Epoch: 6, Patch: true, Holder: "east", HolderEpoch: 5, Highest: 5},
 		},
 		"a takeover by a third cluster is pending": {
 			target: func() *fencegatev1alpha1.Fence {
@@ -90,11 +102,11 @@ func TestMakePlan(t *testing.T) {
 				b.pending = &fencegatev1alpha1.FenceCluster{Name: "north", Epoch: 4}
 				return b.build()
 			}(),
-			want: failover.Plan{Epoch: 5, Patch: true, Holder: "north", HolderEpoch: 4},
+			want: failover.Plan{Epoch: 5, Patch: true, Holder: "north", HolderEpoch: 4, Highest: 4},
 		},
 		"an epoch asked for": {
 			target: westFenced.build(), epoch: 10,
-			want: failover.Plan{Epoch: 10, Patch: true, Holder: "east", HolderEpoch: 2},
+			want: failover.Plan{Epoch: 10, Patch: true, Holder: "east", HolderEpoch: 2, Highest: 2},
 		},
 		"an epoch asked for that would not move the fence": {
 			target: westFenced.build(), epoch: 2,
@@ -106,7 +118,7 @@ func TestMakePlan(t *testing.T) {
 				b.state, b.epoch, b.reason = "acquiring", 3, "FenceAcquiring"
 				return b.build()
 			}(),
-			want: failover.Plan{Epoch: 3, Patch: false, Holder: "east", HolderEpoch: 2},
+			want: failover.Plan{Epoch: 3, Patch: false, Holder: "east", HolderEpoch: 2, Highest: 3},
 		},
 		"the target holds the fence already": {
 			target: eastActive.build(), wantErr: "the target holds the fence already: east holds the fence",
@@ -136,6 +148,69 @@ func TestMakePlan(t *testing.T) {
 	}
 }
 
+func TestCheckStep(t *testing.T) {
+	// The authority refuses an epoch more than its max step above the
+	// highest epoch of the domain; the plan knows the highest the Fences
+	// show. West is fenced at epoch 1, east holds at epoch 2.
+	tests := map[string]struct {
+		target, from *fencegatev1alpha1.Fence
+		epoch        uint64
+		maxStep      uint64
+		wantErr      string
+	}{
+		"one above the holder's": {
+			target: westFenced.build(), from: eastActive.build(), maxStep: 1000,
+		},
+		"an epoch as far above as the step allows": {
+			target: westFenced.build(), from: eastActive.build(), epoch: 1002, maxStep: 1000,
+		},
+		"one past the step": {
+			target: westFenced.build(), from: eastActive.build(), epoch: 1003, maxStep: 1000,
+			wantErr: "epoch 1003 is 1001 above epoch 2, the highest epoch the Fences show, more than the fence authority's max epoch step 1000: " +
+				"the authority would refuse it (EPOCH_STEP_TOO_LARGE) and the fence would not move; nothing was changed. " +
+				"Ask for an epoch of at most 1002 (3, one above the holder's, is enough: leave --epoch out to ask for it), or pass the authority's own --max-epoch-step if it runs with a larger one",
+		},
+		"an authority with a smaller step": {
+			target: westFenced.build(), epoch: 10, maxStep: 5,
+			wantErr: "epoch 10 is 8 above epoch 2",
+		},
+		"measured from the target's own epoch when it is the highest": {
+			target: fence{name: "west", epoch: 40, state: "fenced", reason: "ClusterFenced", holder: "east", holderEp: 30}.build(), epoch: 45, maxStep: 5,
+		},
+		"measured from the old holder's epoch when it is the highest": {
+			target: westFenced.build(), from: fence{name: "east", epoch: 9, state: "fenced", reason: "ClusterFenced", holder: "east", holderEp: 2}.build(), epoch: 15, maxStep: 5,
+			wantErr: "epoch 15 is 6 above epoch 9",
+		},
+		"an epoch the authority refused is no highest": {
+			target: fence{name: "west", epoch: 5000, state: "unknown", reason: "FenceUnknown", fenceWhy: rpctypes.ReasonEpochStepTooLarge, holder: "east", holderEp: 2}.build(),
+			epoch:  5000, maxStep: 1000,
+			wantErr: "epoch 5000 is 4998 above epoch 2",
+		},
+		"no epoch known: the authority may know one": {
+			target: fence{name: "west", state: "unknown", reason: "FenceUnknown", fenceWhy: fenceagent.ReasonNoAnswerYet}.build(), epoch: 5000, maxStep: 1000,
+		},
+		"a step as large as can be": {
+			target: westFenced.build(), epoch: math.MaxUint64, maxStep: math.MaxUint64,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			plan, err := failover.MakePlan(tc.target, tc.from, tc.epoch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = plan.CheckStep(tc.maxStep)
+			var stepErr *failover.StepError
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("plan %+v refused: %v", plan, err)
+			case tc.wantErr != "" && (!errors.As(err, &stepErr) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("plan %+v: error %v, want a *StepError with %q", plan, err, tc.wantErr)
+			}
+		})
+	}
+}
+
 func TestProgress(t *testing.T) {
 	// Each case is a sequence of observations of the target (west, asked
 	// for epoch 3 by generation 2) and the old holder (east).
@@ -143,22 +218,39 @@ func TestProgress(t *testing.T) {
 		target, holder fence
 		steps          []failover.Step
 		done           bool
-		refused        string
+		// refused is the refusal's start; message the Fence's words it
+		// quotes, "the policies' words" unless set.
+		refused, message string
 	}
 	acquiring := fence{name: "west", epoch: 3, state: "acquiring", reason: "FenceAcquiring", enforced: true, holder: "east", holderEp: 2, replicas: []string{"acquiring", "acquiring"}, observed: 2, generated: 2}
 	granted := fence{name: "west", epoch: 3, state: "active", reason: "FenceHeld", holding: true, holder: "west", holderEp: 3, replicas: []string{"active", "acquiring"}, observed: 2, generated: 2}
 	westDone := granted
 	westDone.enforced, westDone.replicas = true, []string{"active", "active"}
-	told := fence{name: "east", epoch: 2, state: "fenced", reason: "ClusterFenced", holder: "east", holderEp: 2, replicas: []string{"active"}}
+	// Told of west's takeover, east still holds it until it releases; its
+	// Fence names west as the pending takeover.
+	told := fence{name: "east", epoch: 2, state: "fenced", reason: "ClusterFenced", holder: "east", holderEp: 2, pending: &fencegatev1alpha1.FenceCluster{Name: "west", Epoch: 3}, replicas: []string{"active"}}
 	stopped := told
 	stopped.replicas = []string{"fenced"}
 	eastDone := stopped
-	eastDone.enforced, eastDone.holder, eastDone.holderEp = true, "west", 3
+	eastDone.enforced, eastDone.holder, eastDone.holderEp, eastDone.pending = true, "west", 3, nil
 	before := westFenced
 	before.generated = 2
+	// staleEast is east's Fence as a status writer stuck since the failover
+	// before wrote it: fenced by west at epoch 1, enforced, from then.
+	staleEast := fence{name: "east", epoch: 1, state: "fenced", reason: "ClusterFenced", enforced: true, holder: "west", holderEp: 1, replicas: []string{"fenced"}}
+	// raised is when the failover raised west's spec.epoch; eastAt is
+	// eastDone with its conditions changed at a time.
+	raised := time.Date(2030, 1, 2, 3, 4, 5, 700_000_000, time.UTC)
+	eastAt := func(at time.Time) fence { b := eastDone; b.at = at; return b }
+	// refusedStep is west refused epoch 3 as too large a step: it goes on
+	// declaring epoch 1.
+	refusedStep := before
+	refusedStep.refused = fencegatev1alpha1.ReasonEpochStepTooLarge
 
 	tests := map[string]struct {
 		withHolder bool
+		raised     time.Time
+		stale      string
 		seq        []obs
 	}{
 		"a failover step by step": {
@@ -178,6 +270,37 @@ func TestProgress(t *testing.T) {
 			seq: []obs{
 				{target: before, holder: eastDone, steps: []failover.Step{failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked}},
 				{target: westDone, holder: eastDone, steps: []failover.Step{failover.StepDeclared, failover.StepGranted, failover.StepTargetMarked}, done: true},
+			},
+		},
+		"a stale old holder from the failover before marks nothing": {
+			withHolder: true,
+			seq: []obs{
+				{target: before, holder: staleEast},
+				{target: westDone, holder: staleEast, steps: []failover.Step{failover.StepDeclared, failover.StepGranted, failover.StepTargetMarked}},
+			},
+		},
+		"an old holder whose conditions changed before the raise marks nothing": {
+			withHolder: true, raised: raised,
+			seq: []obs{
+				{target: westDone, holder: eastAt(raised.Add(-time.Minute)), steps: []failover.Step{failover.StepDeclared, failover.StepGranted, failover.StepTargetMarked}},
+			},
+		},
+		"an old holder whose conditions changed in the second of the raise": {
+			withHolder: true, raised: raised,
+			seq: []obs{
+				{target: westDone, holder: eastAt(raised.Truncate(time.Second)), steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepGranted, failover.StepTargetMarked}, done: true},
+			},
+		},
+		"an old holder's clock a second behind": {
+			withHolder: true, raised: raised,
+			seq: []obs{
+				{target: westDone, holder: eastAt(raised.Truncate(time.Second).Add(-time.Second)), steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepGranted, failover.StepTargetMarked}, done: true},
+			},
+		},
+		"an old holder that names the target below the epoch asked for marks nothing": {
+			withHolder: true,
+			seq: []obs{
+				{target: westDone, holder: func() fence { b := eastDone; b.holderEp = 2; return b }(), steps: []failover.Step{failover.StepDeclared, failover.StepGranted, failover.StepTargetMarked}},
 			},
 		},
 		"without the old holder, done once the target enforces": {
@@ -211,6 +334,32 @@ func TestProgress(t *testing.T) {
 				{target: fence{name: "west", epoch: 3, state: "unknown", reason: "FenceUnknown", fenceWhy: fenceagent.ReasonAuthorityUnreachable}, steps: []failover.Step{failover.StepDeclared}, refused: "the authority is unreachable from west"},
 			},
 		},
+		"the authority refuses the epoch's step": {
+			seq: []obs{
+				{target: refusedStep, refused: "the fence authority refuses epoch 3 for west as too far above the highest epoch of the domain (EPOCH_STEP_TOO_LARGE), and west goes on declaring epoch 1: run the failover again with a lower --epoch", message: "the authority's words"},
+			},
+		},
+		"a refusal of the generation before the raise is no answer yet": {
+			seq: []obs{
+				{target: func() fence { b := refusedStep; b.generated = 1; return b }()},
+			},
+		},
+		"the refusal the target showed before the raise is no answer yet": {
+			stale: "the authority's words",
+			seq: []obs{
+				{target: refusedStep},
+			},
+		},
+		"another reason the authority does not accept the epoch": {
+			seq: []obs{
+				{target: func() fence { b := before; b.refused = fencegatev1alpha1.ReasonEpochRegressed; return b }(), refused: "the fence authority does not accept epoch 3 for west (EpochAccepted False, EpochRegressed)", message: "the authority's words"},
+			},
+		},
+		"the first epoch the target declares is too large a step": {
+			seq: []obs{
+				{target: fence{name: "west", epoch: 3, state: "unknown", reason: "FenceUnknown", fenceWhy: rpctypes.ReasonEpochStepTooLarge}, steps: []failover.Step{failover.StepDeclared}, refused: "the fence authority refuses epoch 3 for west as too far above"},
+			},
+		},
 		"a third cluster holds at a higher epoch": {
 			seq: []obs{
 				{target: fence{name: "west", epoch: 3, state: "fenced", reason: "ClusterFenced", holder: "north", holderEp: 4}, steps: []failover.Step{failover.StepDeclared}, refused: "north holds the fence at epoch 4, not below the 3 asked for: pass --epoch 5"},
@@ -219,7 +368,7 @@ func TestProgress(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := &failover.Progress{Epoch: 3, Generation: 2, WithHolder: tc.withHolder}
+			p := &failover.Progress{Epoch: 3, Generation: 2, WithHolder: tc.withHolder, Raised: tc.raised, StaleRefusal: tc.stale}
 			for i, o := range tc.seq {
 				var holder *fencegatev1alpha1.Fence
 				if o.holder.name != "" {
@@ -233,11 +382,15 @@ func TestProgress(t *testing.T) {
 				if !slices.Equal(steps, o.steps) || got.Done != o.done {
 					t.Errorf("observation %d: steps %v done %v, want %v done %v", i, steps, got.Done, o.steps, o.done)
 				}
+				message := o.message
+				if message == "" {
+					message = "the policies' words"
+				}
 				switch {
 				case o.refused == "" && got.Refused != nil:
 					t.Errorf("observation %d: refused %v", i, got.Refused)
-				case o.refused != "" && (got.Refused == nil || !strings.Contains(got.Refused.Error(), o.refused) || !strings.Contains(got.Refused.Error(), "the policies' words")):
-					t.Errorf("observation %d: refused %v, want %q with the Fence's message", i, got.Refused, o.refused)
+				case o.refused != "" && (got.Refused == nil || !strings.Contains(got.Refused.Error(), o.refused) || !strings.Contains(got.Refused.Error(), message)):
+					t.Errorf("observation %d: refused %v, want %q with the Fence's message %q", i, got.Refused, o.refused, message)
 				}
 			}
 		})

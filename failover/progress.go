@@ -2,7 +2,9 @@ package failover
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +49,10 @@ var stepNames = [...]string{
 
 func (s Step) String() string { return stepNames[s] }
 
+// clockSkew is how far behind the failover's clock the old holder's clock
+// may be: its conditions' times are its own, in whole seconds.
+const clockSkew = time.Second
+
 // Refused is the end of a failover that cannot succeed as it is: what the
 // target's Fence says and why.
 type Refused struct {
@@ -71,6 +77,18 @@ type Progress struct {
 	// WithHolder is false when the old holder's Fence is not followed (no
 	// --from, or it is unreachable).
 	WithHolder bool
+	// Raised is when the failover raised the target's spec.epoch; zero
+	// when it raised nothing (the target declared Epoch already). The
+	// old holder's Fence shows a step only once it names the target, as
+	// holder or pending takeover, at Epoch or above, and, when Raised is
+	// set, a condition of it changed since then: a Fence whose status
+	// writer is stuck on the failover before shows nothing.
+	Raised time.Time
+	// StaleRefusal is the message of the target's EpochAccepted condition
+	// when it was False before the raise. Until the target's agent has the
+	// authority's answer to Epoch, its Fence may show that refusal at the
+	// new generation; it is no answer to Epoch.
+	StaleRefusal string
 
 	seen [StepTargetMarked + 1]bool
 }
@@ -111,7 +129,7 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 	if declared {
 		see(StepDeclared, "%s declares epoch %d (%s)", name, st.Epoch, st.State)
 	}
-	if p.WithHolder && holder != nil {
+	if p.WithHolder && holder != nil && p.current(holder, name) {
 		h := holder.Status
 		hname := clusterName(holder)
 		// The old holder's steps follow one another on its own Fence,
@@ -135,10 +153,56 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 		see(StepTargetMarked, "%s: %s", name, components(st))
 	}
 	o.Done = p.seen[StepGranted] && p.seen[StepTargetMarked] && (!p.WithHolder || p.seen[StepHolderMarked])
-	if !holding && declared {
+	switch {
+	case !declared:
+		o.Refused = p.epochRefusal(target)
+	case !holding:
 		o.Refused = refusal(target, p.Epoch)
 	}
 	return o
+}
+
+// current reports whether the old holder's Fence f is one of this
+// failover (see Progress.Raised): it names the target as holder or pending
+// takeover at Epoch or above, and its Holding or Enforced condition changed
+// since the raise, give or take clockSkew.
+func (p *Progress) current(f *fencegatev1alpha1.Fence, target string) bool {
+	names := func(c *fencegatev1alpha1.FenceCluster) bool {
+		return c != nil && c.Name == target && c.Epoch >= int64(p.Epoch) //nolint:gosec // epochs are far below 2^63
+	}
+	if !names(f.Status.Holder) && !names(f.Status.Pending) {
+		return false
+	}
+	if p.Raised.IsZero() {
+		return true
+	}
+	since := p.Raised.Truncate(time.Second).Add(-clockSkew)
+	return slices.ContainsFunc(f.Status.Conditions, func(c metav1.Condition) bool {
+		return (c.Type == fencegatev1alpha1.ConditionHolding || c.Type == fencegatev1alpha1.ConditionEnforced) && !c.LastTransitionTime.Time.Before(since)
+	})
+}
+
+// epochRefusal says why the target, which does not declare Epoch yet, will
+// not: its EpochAccepted condition is False for the generation that asks
+// for Epoch (EpochStepTooLarge, or any other reason), and is not the
+// refusal it showed before the raise.
+func (p *Progress) epochRefusal(target *fencegatev1alpha1.Fence) *Refused {
+	c := meta.FindStatusCondition(target.Status.Conditions, fencegatev1alpha1.ConditionEpochAccepted)
+	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration < p.Generation || (p.StaleRefusal != "" && c.Message == p.StaleRefusal) {
+		return nil
+	}
+	name := clusterName(target)
+	if c.Reason == fencegatev1alpha1.ReasonEpochStepTooLarge {
+		return &Refused{Why: stepTooLarge(name, p.Epoch, fmt.Sprintf(", and %s goes on declaring epoch %d", name, target.Status.Epoch)), Message: c.Message}
+	}
+	return &Refused{Why: fmt.Sprintf("the fence authority does not accept epoch %d for %s (EpochAccepted False, %s); %s declares epoch %d", p.Epoch, name, c.Reason, name, target.Status.Epoch), Message: c.Message}
+}
+
+// stepTooLarge is the refusal of epoch for cluster as too large a step,
+// with more said of it.
+func stepTooLarge(cluster string, epoch uint64, more string) string {
+	return fmt.Sprintf("the fence authority refuses epoch %d for %s as too far above the highest epoch of the domain (EPOCH_STEP_TOO_LARGE)%s: "+
+		"run the failover again with a lower --epoch, or without one (one above the holder's epoch is enough)", epoch, cluster, more)
 }
 
 // refusal says why the target, which declares the new epoch, cannot take
@@ -153,6 +217,8 @@ func refusal(target *fencegatev1alpha1.Fence, epoch uint64) *Refused {
 		return &Refused{Why: fmt.Sprintf("permission denied: the authority does not let %s's identity declare as %s", clusterName(target), clusterName(target)), Message: msg}
 	case st.State == string(fencestate.Unknown) && (st.FenceReason == fenceagent.ReasonAuthorityUnreachable || st.FenceReason == fenceagent.ReasonLeaseExpired):
 		return &Refused{Why: fmt.Sprintf("the authority is unreachable from %s", clusterName(target)), Message: msg}
+	case st.FenceReason == rpctypes.ReasonEpochStepTooLarge:
+		return &Refused{Why: stepTooLarge(clusterName(target), epoch, ""), Message: msg}
 	case st.State == string(fencestate.Unsupported):
 		return &Refused{Why: fmt.Sprintf("%s's authority does not serve the fence protocol", clusterName(target)), Message: msg}
 	case st.State == string(fencestate.Fenced) && st.Holder != nil && st.Holder.Name != clusterName(target) && st.Holder.Epoch >= int64(epoch): //nolint:gosec // as above
@@ -210,6 +276,9 @@ func describeStatus(f *fencegatev1alpha1.Fence) string {
 	for _, typ := range []string{fencegatev1alpha1.ConditionHolding, fencegatev1alpha1.ConditionEnforced} {
 		c := condition(f, typ)
 		fmt.Fprintf(&b, "\n      %s=%s (%s): %s", typ, c.Status, c.Reason, c.Message)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, fencegatev1alpha1.ConditionEpochAccepted); c != nil && c.Status != metav1.ConditionTrue {
+		fmt.Fprintf(&b, "\n      %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
 	}
 	return b.String()
 }

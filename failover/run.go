@@ -8,12 +8,15 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/authority/statemachine"
 )
 
 // rewatchDelay is the pause before a watch that ended is opened again.
@@ -37,6 +40,11 @@ type Options struct {
 	// Epoch, if not 0, is the epoch to ask for instead of one above the
 	// holder's.
 	Epoch uint64
+	// MaxEpochStep is the fence authority's max epoch step (its
+	// --max-epoch-step): an epoch further above the highest the Fences
+	// show is refused before anything is patched (a *StepError). 0 means
+	// the authority's default, statemachine.DefaultMaxEpochStep.
+	MaxEpochStep uint64
 	// Wait follows both Fences until the failover is done, refused or
 	// Timeout has passed.
 	Wait    bool
@@ -71,11 +79,16 @@ func (e *RefusedError) Error() string {
 
 // Run fails over: see the package comment. It returns nil once the
 // failover is done (or, without Wait, once spec.epoch is raised), a
-// *TimeoutError or a *RefusedError, ErrAlreadyHolding (wrapped) when there
-// is nothing to do, or an error that says what failed.
+// *StepError before patching anything when the authority would refuse the
+// epoch's step, a *TimeoutError or a *RefusedError, ErrAlreadyHolding
+// (wrapped) when there is nothing to do, or an error that says what
+// failed.
 func Run(ctx context.Context, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.MaxEpochStep == 0 {
+		opts.MaxEpochStep = statemachine.DefaultMaxEpochStep
 	}
 	r := &runner{opts: opts}
 	return r.run(ctx)
@@ -106,6 +119,9 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := plan.CheckStep(o.MaxEpochStep); err != nil {
+		return err
+	}
 	from := "the holder's side unchecked (no --from)"
 	switch {
 	case o.From != nil && holder != nil:
@@ -117,12 +133,16 @@ func (r *runner) run(ctx context.Context) error {
 		o.Domain, o.To.Context, from, o.To.Context, target.Status.State, plan.Holder, plan.HolderEpoch)
 
 	r.start = o.Clock.Now()
-	generation := target.Generation
+	p := &Progress{Epoch: plan.Epoch, Generation: target.Generation, WithHolder: o.From != nil && holder != nil}
+	if c := meta.FindStatusCondition(target.Status.Conditions, fencegatev1alpha1.ConditionEpochAccepted); c != nil && c.Status == metav1.ConditionFalse {
+		p.StaleRefusal = c.Message
+	}
 	if plan.Patch {
-		if generation, err = r.raise(ctx, target, plan.Epoch); err != nil {
+		if p.Generation, err = r.raise(ctx, target, plan.Epoch); err != nil {
 			return err
 		}
-		r.event("epoch raised", "%s spec.epoch %s → %d (generation %d)", o.To.Context, specEpoch(target), plan.Epoch, generation)
+		p.Raised = r.start
+		r.event("epoch raised", "%s spec.epoch %s → %d (generation %d)", o.To.Context, specEpoch(target), plan.Epoch, p.Generation)
 	} else {
 		r.event("epoch asked for", "%s declares epoch %d already, above the holder's: nothing to raise", o.To.Context, target.Status.Epoch)
 	}
@@ -130,22 +150,20 @@ func (r *runner) run(ctx context.Context) error {
 		r.printf("spec.epoch is raised; follow the failover with: kubectl --context %s get fence %s -w (or run with --wait)\n", o.To.Context, o.Domain)
 		return nil
 	}
-	return r.follow(ctx, plan.Epoch, generation, target, holder)
+	return r.follow(ctx, p, target, holder)
 }
 
-// follow watches both Fences until the failover is done, refused or out of
-// time.
-func (r *runner) follow(ctx context.Context, epoch uint64, generation int64, target, holder *fencegatev1alpha1.Fence) error {
+// follow watches both Fences until the failover p is done, refused or out
+// of time.
+func (r *runner) follow(ctx context.Context, p *Progress, target, holder *fencegatev1alpha1.Fence) error {
 	o := r.opts
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	updates := make(chan update)
 	go r.watch(ctx, "to", o.To, updates)
-	withHolder := o.From != nil && holder != nil
 	if o.From != nil {
 		go r.watch(ctx, "from", *o.From, updates)
 	}
-	p := &Progress{Epoch: epoch, Generation: generation, WithHolder: withHolder}
 	targetLost := false
 	for {
 		ob := p.Observe(target, holder)

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/authority/statemachine"
 	"github.com/fencegate/fencegate/failover"
 	"github.com/fencegate/fencegate/fenceagent"
 )
@@ -22,16 +23,20 @@ import (
 // refuses).
 const (
 	exitFailoverTimeout = 2
+	// exitFailoverRefused: the fence authority refuses or would refuse
+	// the failover (the epoch's step, checked before patching, or the
+	// target's answer while waiting).
 	exitFailoverRefused = 3
 )
 
 type failoverOptions struct {
-	to, from   string
-	kubeconfig string
-	domain     string
-	epoch      uint64
-	wait       bool
-	timeout    time.Duration
+	to, from     string
+	kubeconfig   string
+	domain       string
+	epoch        uint64
+	maxEpochStep uint64
+	wait         bool
+	timeout      time.Duration
 }
 
 func newFailoverCommand() *cobra.Command {
@@ -49,10 +54,17 @@ fencegate replica applies the new state and every Component is re-marked) and
 --from says ClusterFenced and Enforced, printing a timeline. When --from is not
 given or its API server does not answer, it waits for --to only, and says so.
 
+Before patching anything it checks the epoch's step: the fence authority
+refuses an epoch more than its --max-epoch-step above the highest epoch of the
+domain (EPOCH_STEP_TOO_LARGE). Pass --max-epoch-step when the authority runs
+with another step than the default.
+
 Exit codes: 0 done (or, without --wait, the epoch raised); 1 an error before or
-while raising the epoch; 2 not done within --timeout; 3 refused: --to is
-regressed, its authority is unreachable, permission is denied, or another
-cluster holds the fence at a higher epoch. Each non-zero exit says where the
+while raising the epoch; 2 not done within --timeout; 3 refused: the epoch is
+too large a step (checked before patching, or the authority's answer while
+waiting), --to is regressed, its authority is unreachable, permission is
+denied, or another cluster holds the fence at a higher epoch. Each non-zero
+exit says why; a timeout or a refusal while waiting also says where the
 clusters stand.
 
 Whoever may patch fences may fail over: bind operators to the chart's
@@ -68,6 +80,7 @@ Whoever may patch fences may fail over: bind operators to the chart's
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file with both contexts (default: $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.domain, "domain", fenceagent.DefaultDomain, "the fence's domain: the name of the Fence objects")
 	fs.Uint64Var(&o.epoch, "epoch", 0, "the epoch to raise --to's spec.epoch to (default: one above the holder's)")
+	fs.Uint64Var(&o.maxEpochStep, "max-epoch-step", statemachine.DefaultMaxEpochStep, "the fence authority's --max-epoch-step: refuse, before patching, an epoch more than this above the highest epoch the Fences show")
 	fs.BoolVar(&o.wait, "wait", false, "wait until --to holds the fence and enforces it, and --from is fenced and enforces it")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
 	return cmd
@@ -84,6 +97,9 @@ func (o *failoverOptions) run(cmd *cobra.Command) error {
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
+	if o.maxEpochStep == 0 {
+		errs = append(errs, errors.New("--max-epoch-step 0: want at least 1, the fence authority's --max-epoch-step"))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("failover cannot start:\n  %w", joinLines(errs))
 	}
@@ -91,7 +107,7 @@ func (o *failoverOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	opts := failover.Options{Domain: o.domain, To: to, Epoch: o.epoch, Wait: o.wait, Timeout: o.timeout, Out: cmd.OutOrStdout()}
+	opts := failover.Options{Domain: o.domain, To: to, Epoch: o.epoch, MaxEpochStep: o.maxEpochStep, Wait: o.wait, Timeout: o.timeout, Out: cmd.OutOrStdout()}
 	if o.from != "" {
 		from, err := o.cluster(o.from)
 		if err != nil {
@@ -100,15 +116,24 @@ func (o *failoverOptions) run(cmd *cobra.Command) error {
 		opts.From = &from
 	}
 	err = failover.Run(cmd.Context(), opts)
-	var timeout *failover.TimeoutError
-	var refused *failover.RefusedError
-	switch {
-	case errors.Is(err, failover.ErrAlreadyHolding):
+	if errors.Is(err, failover.ErrAlreadyHolding) {
 		_, werr := fmt.Fprintln(cmd.OutOrStdout(), "nothing to do:", err)
 		return werr
+	}
+	return withFailoverExitCode(err)
+}
+
+// withFailoverExitCode gives an error of failover.Run its exit code: 2 for
+// the timeout, 3 for a refusal (the epoch's step, checked before patching,
+// or the target's answer while waiting), 1 for any other.
+func withFailoverExitCode(err error) error {
+	var timeout *failover.TimeoutError
+	var refused *failover.RefusedError
+	var step *failover.StepError
+	switch {
 	case errors.As(err, &timeout):
 		return &exitCodeError{code: exitFailoverTimeout, err: err}
-	case errors.As(err, &refused):
+	case errors.As(err, &refused), errors.As(err, &step):
 		return &exitCodeError{code: exitFailoverRefused, err: err}
 	}
 	return err
