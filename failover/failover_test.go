@@ -36,6 +36,9 @@ type fence struct {
 	generated int64
 	at        time.Time
 	refused   string
+	// undecided adds EpochAccepted Unknown (EpochPending) at the Fence's
+	// generation.
+	undecided bool
 }
 
 func (b fence) build() *fencegatev1alpha1.Fence {
@@ -60,6 +63,12 @@ func (b fence) build() *fencegatev1alpha1.Fence {
 	if b.refused != "" {
 		f.Status.Conditions = append(f.Status.Conditions, metav1.Condition{
 			Type: fencegatev1alpha1.ConditionEpochAccepted, Status: metav1.ConditionFalse, Reason: b.refused,
+			Message: "the authority's words", ObservedGeneration: f.Generation,
+		})
+	}
+	if b.undecided {
+		f.Status.Conditions = append(f.Status.Conditions, metav1.Condition{
+			Type: fencegatev1alpha1.ConditionEpochAccepted, Status: metav1.ConditionUnknown, Reason: fencegatev1alpha1.ReasonEpochPending,
 			Message: "the authority's words", ObservedGeneration: f.Generation,
 		})
 	}
@@ -103,6 +112,19 @@ func TestMakePlan(t *testing.T) {
 				return b.build()
 			}(),
 			want: failover.Plan{Epoch: 5, Patch: true, Holder: "north", HolderEpoch: 4, Highest: 4},
+		},
+		"a copy restored from a backup: one above the epoch it declares, which the original may hold": {
+			target: fence{name: "east", epoch: 4, state: "unknown", reason: "ClusterRestored", fenceWhy: "CLUSTER_RESTORED", enforced: true}.build(),
+			want:   failover.Plan{Epoch: 5, Patch: true, Holder: "east", HolderEpoch: 4, Highest: 4},
+		},
+		"a copy restored from a backup, whose original is known to be fenced by a higher epoch": {
+			target: fence{name: "east", epoch: 4, state: "unknown", reason: "ClusterRestored", fenceWhy: "CLUSTER_RESTORED", enforced: true}.build(),
+			from: func() *fencegatev1alpha1.Fence {
+				b := eastActive
+				b.name, b.epoch, b.holderEp = "west", 6, 6
+				return b.build()
+			}(),
+			want: failover.Plan{Epoch: 7, Patch: true, Holder: "west", HolderEpoch: 6, Highest: 6},
 		},
 		"an epoch asked for": {
 			target: westFenced.build(), epoch: 10,
@@ -348,6 +370,33 @@ func TestProgress(t *testing.T) {
 			stale: "the authority's words",
 			seq: []obs{
 				{target: refusedStep},
+			},
+		},
+		"the authority unreachable from the target, which saw the raise but cannot declare it": {
+			seq: []obs{
+				{target: func() fence {
+					b := before
+					b.state, b.reason, b.fenceWhy, b.undecided = "unknown", "FenceUnknown", fenceagent.ReasonAuthorityUnreachable, true
+					return b
+				}(), refused: "the authority is unreachable from west"},
+			},
+		},
+		"the authority unreachable in a status from before the raise: not refused yet": {
+			seq: []obs{
+				{target: func() fence {
+					b := before
+					b.state, b.reason, b.fenceWhy = "unknown", "FenceUnknown", fenceagent.ReasonAuthorityUnreachable
+					return b
+				}()},
+			},
+		},
+		"a regressed target that saw the raise but has no answer yet: not refused": {
+			seq: []obs{
+				{target: func() fence {
+					b := before
+					b.state, b.reason, b.undecided = "epoch_regressed", "EpochRegressed", true
+					return b
+				}()},
 			},
 		},
 		"another reason the authority does not accept the epoch": {

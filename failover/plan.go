@@ -68,7 +68,9 @@ func (p Plan) CheckStep(maxStep uint64) error {
 
 // MakePlan decides the epoch to raise the target's spec.epoch to: one above
 // the holder's epoch as the target and the old holder (from; nil when
-// unreachable or not named) know it, or epoch when it is not 0.
+// unreachable or not named) know it, or epoch when it is not 0. For a
+// target restored from a backup (CLUSTER_RESTORED), the holder may be the
+// cluster it is a copy of, at the epoch the target declares.
 func MakePlan(target, from *fencegatev1alpha1.Fence, epoch uint64) (Plan, error) {
 	self := clusterName(target)
 	if meta.IsStatusConditionTrue(target.Status.Conditions, fencegatev1alpha1.ConditionHolding) && epoch == 0 {
@@ -95,6 +97,13 @@ func MakePlan(target, from *fencegatev1alpha1.Fence, epoch uint64) (Plan, error)
 		if h := from.Status.Holder; h != nil {
 			consider(h.Name, h.Epoch)
 		}
+	}
+	if e := recordedEpoch(target); target.Status.FenceReason == rpctypes.ReasonClusterRestored && e >= p.HolderEpoch {
+		// A copy restored from a backup of its cluster is refused only at
+		// the highest epoch its cluster declared, which it declares: the
+		// cluster it was restored from, which has its name, may hold the
+		// fence at that epoch.
+		p.Holder, p.HolderEpoch = self, e
 	}
 	p.Highest = max(p.HolderEpoch, recordedEpoch(target), recordedEpoch(from))
 	switch {

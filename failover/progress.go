@@ -156,10 +156,23 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 	switch {
 	case !declared:
 		o.Refused = p.epochRefusal(target)
+		if o.Refused == nil && p.sawRaise(target) {
+			// The epoch is not accepted while the target cannot
+			// declare at all.
+			o.Refused = cannotDeclare(target)
+		}
 	case !holding:
 		o.Refused = refusal(target, p.Epoch)
 	}
 	return o
+}
+
+// sawRaise reports whether the target's fencegate has judged the epoch
+// asked for at the raised generation: its EpochAccepted condition observes
+// it.
+func (p *Progress) sawRaise(target *fencegatev1alpha1.Fence) bool {
+	c := meta.FindStatusCondition(target.Status.Conditions, fencegatev1alpha1.ConditionEpochAccepted)
+	return c != nil && c.ObservedGeneration >= p.Generation
 }
 
 // current reports whether the old holder's Fence f is one of this
@@ -210,19 +223,33 @@ func stepTooLarge(cluster string, epoch uint64, more string) string {
 func refusal(target *fencegatev1alpha1.Fence, epoch uint64) *Refused {
 	st := target.Status
 	msg := condition(target, fencegatev1alpha1.ConditionHolding).Message
+	if r := cannotDeclare(target); r != nil {
+		return r
+	}
 	switch {
 	case st.State == string(fencestate.EpochRegressed):
 		return &Refused{Why: fmt.Sprintf("%s is regressed: the authority has seen it declare a higher epoch than %d", clusterName(target), st.Epoch), Message: msg}
+	case st.FenceReason == rpctypes.ReasonEpochStepTooLarge:
+		return &Refused{Why: stepTooLarge(clusterName(target), epoch, ""), Message: msg}
+	case st.State == string(fencestate.Fenced) && st.Holder != nil && st.Holder.Name != clusterName(target) && st.Holder.Epoch >= int64(epoch): //nolint:gosec // as above
+		return &Refused{Why: fmt.Sprintf("%s holds the fence at epoch %d, not below the %d asked for: pass --epoch %d or more", st.Holder.Name, st.Holder.Epoch, epoch, st.Holder.Epoch+1), Message: msg}
+	}
+	return nil
+}
+
+// cannotDeclare says why the target cannot declare any epoch: its
+// identity may not, its authority is unreachable or does not serve the
+// fence protocol; nil when none of these holds.
+func cannotDeclare(target *fencegatev1alpha1.Fence) *Refused {
+	st := target.Status
+	msg := condition(target, fencegatev1alpha1.ConditionHolding).Message
+	switch {
 	case st.FenceReason == rpctypes.ReasonPermissionDenied:
 		return &Refused{Why: fmt.Sprintf("permission denied: the authority does not let %s's identity declare as %s", clusterName(target), clusterName(target)), Message: msg}
 	case st.State == string(fencestate.Unknown) && (st.FenceReason == fenceagent.ReasonAuthorityUnreachable || st.FenceReason == fenceagent.ReasonLeaseExpired):
 		return &Refused{Why: fmt.Sprintf("the authority is unreachable from %s", clusterName(target)), Message: msg}
-	case st.FenceReason == rpctypes.ReasonEpochStepTooLarge:
-		return &Refused{Why: stepTooLarge(clusterName(target), epoch, ""), Message: msg}
 	case st.State == string(fencestate.Unsupported):
 		return &Refused{Why: fmt.Sprintf("%s's authority does not serve the fence protocol", clusterName(target)), Message: msg}
-	case st.State == string(fencestate.Fenced) && st.Holder != nil && st.Holder.Name != clusterName(target) && st.Holder.Epoch >= int64(epoch): //nolint:gosec // as above
-		return &Refused{Why: fmt.Sprintf("%s holds the fence at epoch %d, not below the %d asked for: pass --epoch %d or more", st.Holder.Name, st.Holder.Epoch, epoch, st.Holder.Epoch+1), Message: msg}
 	}
 	return nil
 }
