@@ -444,7 +444,14 @@ func TestFenceObject(t *testing.T) {
 		if !strings.Contains(out, "the holder's side unchecked (no --from)") || !strings.Contains(stderr, "the failover is refused: the authority is unreachable from east") {
 			t.Errorf("failover output:\n%s%s", out, stderr)
 		}
-		if f := waitFence(t, ctx, east, "unknown and enforcing that", 30*time.Second, is("False/FenceUnknown True/FenceUnknown", 8, 1)); f.Status.FenceReason != "AUTHORITY_UNREACHABLE" {
+		// Unknown, enforcing that, and still at epoch 6, the one the
+		// authority accepted last: epoch 8 is pending.
+		unreachable := func(f *fencegatev1alpha1.Fence) bool {
+			c := meta.FindStatusCondition(f.Status.Conditions, fencegatev1alpha1.ConditionEpochAccepted)
+			return conditions(f) == "False/FenceUnknown True/FenceUnknown" && f.Status.Epoch == 6 &&
+				c != nil && c.Reason == fencegatev1alpha1.ReasonEpochPending && c.ObservedGeneration == f.Generation
+		}
+		if f := waitFence(t, ctx, east, "unknown and enforcing that, epoch 8 pending", 30*time.Second, unreachable); f.Status.FenceReason != "AUTHORITY_UNREACHABLE" {
 			t.Errorf("east without an authority: %s", statusYAML(f))
 		}
 		// West's lease ran out too: nobody holds the fence. When the
