@@ -179,15 +179,164 @@ func TestEpochStepRefusalKeepsTheAcceptedEpoch(t *testing.T) {
 }
 
 // TestFirstDeclarationRefusedForItsStep: with no accepted epoch to go back
-// to, the agent is unknown with the authority's reason.
+// to, the agent is unknown with the authority's reason. Nothing was
+// recorded at that epoch, so SetEpoch may then lower it, without a restart:
+// a typo in spec.epoch that a pod started with is undone by lowering it.
 func TestFirstDeclarationRefusedForItsStep(t *testing.T) {
-	auth, client := newScriptedAuthority(t)
-	ta := newTestAgent(t, client, nil)
-	ta.start(t)
-	auth.next(t).answer(nil, stepRefusal(testSelf.Epoch, 1, 5))
-	s := waitReason(t, ta.ClusterFence, rpctypes.ReasonEpochStepTooLarge)
-	if s.Status != fencestate.Unknown || s.EpochRefused != nil || s.ValidUntilNS != 0 {
-		t.Errorf("state = %+v, want unknown without EpochRefused", s)
+	tests := map[string]struct {
+		epoch uint64
+		// declared is the epoch SetEpoch declares at once; 0: none.
+		declared uint64
+	}{
+		"a lower epoch is declared at once":  {epoch: 5, declared: 5},
+		"down to the first epoch":            {epoch: 1, declared: 1},
+		"a higher one too":                   {epoch: 9, declared: 9},
+		"the refused one is not asked again": {epoch: testSelf.Epoch},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			auth, client := newScriptedAuthority(t)
+			ta := newTestAgent(t, client, nil)
+			ta.start(t)
+			auth.next(t).answer(nil, stepRefusal(testSelf.Epoch, 1, 5))
+			s := waitReason(t, ta.ClusterFence, rpctypes.ReasonEpochStepTooLarge)
+			if s.Status != fencestate.Unknown || s.EpochRefused != nil || s.ValidUntilNS != 0 || s.Cluster.Epoch != testSelf.Epoch {
+				t.Errorf("state = %+v, want unknown at epoch %d without EpochRefused", s, testSelf.Epoch)
+			}
+
+			if err := ta.SetEpoch(context.Background(), tc.epoch); err != nil {
+				t.Fatalf("SetEpoch(%d) after the first epoch was refused for its step: %v", tc.epoch, err)
+			}
+			if tc.declared == 0 {
+				auth.noDeclaration(t)
+				return
+			}
+			c := auth.next(t)
+			if got := c.req.GetEpoch(); got != tc.declared {
+				t.Fatalf("the declaration after SetEpoch(%d) has epoch %d, want %d", tc.epoch, got, tc.declared)
+			}
+			c.grant(testLease, 1)
+			if s := ta.waitStatus(t, fencestate.Active); s.Cluster.Epoch != tc.declared {
+				t.Errorf("active at epoch %d, want %d", s.Cluster.Epoch, tc.declared)
+			}
+			// Accepted now: an epoch only rises again.
+			if below := tc.declared - 1; below > 0 {
+				if err := ta.SetEpoch(context.Background(), below); err == nil || !strings.Contains(err.Error(), "an epoch only rises") {
+					t.Errorf("SetEpoch(%d) below the accepted %d = %v, want a refusal", below, tc.declared, err)
+				}
+			}
+		})
+	}
+}
+
+// TestEpochsRequest: which epochs SetEpoch takes, and what the agent then
+// declares. An epoch may be lowered only below one the authority refused for
+// its step, which it never recorded, and never below one it accepted.
+func TestEpochsRequest(t *testing.T) {
+	refusal := &fencestate.EpochRefusal{Epoch: typoEpoch, Reason: rpctypes.ReasonEpochStepTooLarge}
+	tests := map[string]struct {
+		epochs epochs
+		epoch  uint64
+		// declare is whether the epoch is declared at once, declared the
+		// epoch declared then; wantErr a part of the error.
+		declare  bool
+		declared uint64
+		wantErr  string
+	}{
+		"a raise": {
+			epochs: epochs{requested: 7, accepted: 7}, epoch: 9, declare: true, declared: 9,
+		},
+		"the same epoch": {
+			epochs: epochs{requested: 7, accepted: 7}, epoch: 7, declared: 7,
+		},
+		"below the accepted epoch": {
+			epochs: epochs{requested: 7, accepted: 7}, epoch: 6, declared: 7, wantErr: "an epoch only rises",
+		},
+		"below a raise not answered yet, which may be recorded": {
+			epochs: epochs{requested: 9, accepted: 7}, epoch: 8, declared: 9, wantErr: "below epoch 9",
+		},
+		"back to the accepted epoch after a refused raise": {
+			epochs: epochs{requested: typoEpoch, accepted: 7, refused: refusal}, epoch: 7, declare: true, declared: 7,
+		},
+		"between the accepted epoch and a refused raise": {
+			epochs: epochs{requested: typoEpoch, accepted: 7, refused: refusal}, epoch: 9, declare: true, declared: 9,
+		},
+		"below the accepted epoch after a refused raise": {
+			epochs: epochs{requested: typoEpoch, accepted: 7, refused: refusal}, epoch: 6, declared: 7, wantErr: "below epoch 7",
+		},
+		"a refused raise asked for again": {
+			epochs: epochs{requested: typoEpoch, accepted: 7, refused: refusal}, epoch: typoEpoch, declare: true, declared: typoEpoch,
+		},
+		"below a first epoch refused for its step": {
+			epochs: epochs{requested: typoEpoch, stepRefused: true}, epoch: 3, declare: true, declared: 3,
+		},
+		"above a first epoch refused for its step": {
+			epochs: epochs{requested: typoEpoch, stepRefused: true}, epoch: typoEpoch + 1, declare: true, declared: typoEpoch + 1,
+		},
+		"a first epoch refused for its step, again": {
+			epochs: epochs{requested: typoEpoch, stepRefused: true}, epoch: typoEpoch, declared: typoEpoch,
+		},
+		"below a first epoch not answered yet": {
+			epochs: epochs{requested: typoEpoch}, epoch: 3, declared: typoEpoch, wantErr: "below epoch 70000",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := tc.epochs
+			declare, err := e.request(tc.epoch)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("request(%d) = %v, want error %q", tc.epoch, err, tc.wantErr)
+			}
+			if declare != tc.declare || e.declared() != tc.declared {
+				t.Errorf("request(%d): declare %t, then declares %d; want %t, %d", tc.epoch, declare, e.declared(), tc.declare, tc.declared)
+			}
+		})
+	}
+}
+
+// TestEpochsRefuseStep: a step refusal of the epoch asked for sends the
+// agent back to the accepted epoch when it has one; otherwise the agent goes
+// on declaring the refused epoch, and may lower it, until an epoch is
+// accepted or asked for. A refusal of an epoch no longer asked for changes
+// nothing.
+func TestEpochsRefuseStep(t *testing.T) {
+	refusal := &fencestate.EpochRefusal{Epoch: typoEpoch, Reason: rpctypes.ReasonEpochStepTooLarge}
+	tests := map[string]struct {
+		epochs  epochs
+		refused uint64
+		// revert is refuseStep's answer; declared and lowest the epoch
+		// declared and the lowest that may be asked for then.
+		revert           bool
+		declared, lowest uint64
+	}{
+		"a raise above an accepted epoch": {
+			epochs: epochs{requested: typoEpoch, accepted: 7}, refused: typoEpoch, revert: true, declared: 7, lowest: 7,
+		},
+		"the first epoch": {
+			epochs: epochs{requested: typoEpoch}, refused: typoEpoch, declared: typoEpoch, lowest: 0,
+		},
+		"an epoch no longer asked for": {
+			epochs: epochs{requested: 3}, refused: typoEpoch, declared: 3, lowest: 3,
+		},
+		"an epoch no longer asked for, after an accepted one": {
+			epochs: epochs{requested: 9, accepted: 7}, refused: typoEpoch, declared: 9, lowest: 9,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := tc.epochs
+			if got := e.refuseStep(tc.refused, refusal); got != tc.revert {
+				t.Errorf("refuseStep(%d) = %t, want %t", tc.refused, got, tc.revert)
+			}
+			if e.declared() != tc.declared || e.lowest() != tc.lowest {
+				t.Errorf("after refuseStep(%d): declares %d, lowest %d; want %d, %d", tc.refused, e.declared(), e.lowest(), tc.declared, tc.lowest)
+			}
+			// Once the epoch asked for is accepted, it is the floor again.
+			e.accept(e.requested)
+			if e.declared() != e.requested || e.lowest() != e.requested {
+				t.Errorf("after accept(%d): declares %d, lowest %d; want %d for both", e.requested, e.declared(), e.lowest(), e.requested)
+			}
+		})
 	}
 }
 

@@ -357,10 +357,14 @@ func (l *loop) learn(r result) bool {
 		l.generation = max(l.generation, a.generation)
 		return false
 	}
-	if a.kind != refusedStep || !l.epochs.revertible(r.epoch) {
+	if a.kind != refusedStep {
 		return false
 	}
-	l.epochs.refused = l.rules.epochRefusal(a, r.epoch, l.epochs.accepted)
+	// Without an accepted epoch to go back to, the refusal is the state
+	// (unknown, EPOCH_STEP_TOO_LARGE), and SetEpoch may lower the epoch.
+	if !l.epochs.refuseStep(r.epoch, l.rules.epochRefusal(a, r.epoch, l.epochs.accepted)) {
+		return false
+	}
 	l.c.log.Error(a.err, "fence authority refuses the epoch asked for; declaring the last accepted epoch",
 		"refusedEpoch", r.epoch, "declaredEpoch", l.epochs.accepted, "message", l.epochs.refused.Message)
 	return true

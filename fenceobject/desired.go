@@ -62,22 +62,29 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 		ObservedGeneration: old.ObservedGeneration,
 		State:              string(s.Status),
 		FenceReason:        s.Reason,
-		Epoch:              int64(s.Cluster.Epoch), //nolint:gosec // epochs are far below 2^63
-		Token:              int64(s.Token),         //nolint:gosec // tokens are etcd revisions, far below 2^63
+		Epoch:              old.Epoch,
+		Token:              int64(s.Token), //nolint:gosec // tokens are etcd revisions, far below 2^63
 		Since:              old.Since,
 		LastDeclaration:    old.LastDeclaration,
 		Components:         old.Components,
 		ClusterGeneration:  old.ClusterGeneration,
 	}
-	if s.ClusterGeneration != 0 {
-		// A state with none (before the first answer) keeps the one the
-		// status has: the cluster's next processes present it.
-		st.ClusterGeneration = int64(s.ClusterGeneration) //nolint:gosec // generations are far below 2^63
+	if s.LastSuccessNS != 0 && !stepRefused(s) {
+		// status.epoch is an epoch the authority accepted (the CEL rule
+		// lets a spec.epoch above it be lowered back to it): a leader
+		// that has no answer yet, or whose epoch was refused for its step
+		// with none accepted before, keeps the one the status has.
+		st.Epoch = int64(s.Cluster.Epoch) //nolint:gosec // epochs are far below 2^63
+	}
+	if g := highestGeneration(s, in.Instances, in.Live); g != 0 {
+		// None known (before the first answer) keeps the one the status
+		// has: the cluster's next processes present it.
+		st.ClusterGeneration = int64(g) //nolint:gosec // generations are far below 2^63
 	}
 	if s.Cluster.Name != "" {
 		st.Cluster = &fencegatev1alpha1.FenceCluster{Name: s.Cluster.Name, UID: s.Cluster.UID, Epoch: st.Epoch}
 	}
-	if s.Cluster.Epoch >= in.TargetEpoch {
+	if s.Cluster.Epoch >= in.TargetEpoch && !stepRefused(s) {
 		st.ObservedGeneration = in.Generation
 	}
 	if s.Holder.Name != "" {
@@ -127,6 +134,34 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 	}
 	setCondition(&st.Conditions, enforced, now)
 	return st
+}
+
+// stepRefused reports whether s is the authority's refusal of the epoch it
+// names for its step, with no lower epoch accepted to go back to (a process
+// that started at a typo): nothing was recorded at that epoch, so it is no
+// epoch this cluster declared, only one it asks for. After an accepted one,
+// the agent declares that one instead and s names it (s.EpochRefused).
+func stepRefused(s fencestate.State) bool {
+	return s.Reason == rpctypes.ReasonEpochStepTooLarge && s.EpochRefused == nil
+}
+
+// highestGeneration is the cluster generation the status keeps: the highest
+// that the leader's agent (s) and the live instances' agents present; 0 for
+// none. A leader whose own agent was cut off long enough to be refused as
+// restored then learns the current generation from its peers, through the
+// status every instance adopts. Each of these generations came from this
+// cluster's own accepted answers (or from the status, which holds nothing
+// else), never from a CLUSTER_RESTORED refusal: a copy restored from a
+// backup, whose instances are all refused, still cannot learn the real
+// cluster's current generation from them.
+func highestGeneration(s fencestate.State, entries []fencegatev1alpha1.FenceInstance, live []string) uint64 {
+	g := s.ClusterGeneration
+	for _, e := range entries {
+		if slices.Contains(live, e.Name) && e.ClusterGeneration > 0 {
+			g = max(g, uint64(e.ClusterGeneration))
+		}
+	}
+	return g
 }
 
 // changed reports whether what the fence says of this cluster differs
@@ -192,14 +227,19 @@ func Reason(s fencestate.State) string { return conditionsOf(s).reason }
 // accepts target, the epoch this cluster is asked to declare, at the
 // object's generation. s.Cluster.Epoch is the epoch the agent declares: the
 // one the state answers, and the last accepted one while a higher one is
-// refused (s.EpochRefused).
+// refused (s.EpochRefused). One refused for its step with none accepted
+// before (stepRefused) was never recorded: a target below it is no lowering.
 func epochAccepted(s fencestate.State, row stateConditions, target uint64, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: fencegatev1alpha1.ConditionEpochAccepted, ObservedGeneration: generation}
 	declared := s.Cluster.Epoch
 	switch {
 	case s.EpochRefused != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fencegatev1alpha1.ReasonEpochStepTooLarge, s.EpochRefused.Message
-	case target < declared:
+	case stepRefused(s) && target == declared:
+		c.Status, c.Reason = metav1.ConditionFalse, fencegatev1alpha1.ReasonEpochStepTooLarge
+		c.Message = fmt.Sprintf("the fence authority refused epoch %d as too far above the highest epoch declared in the domain, and this cluster's leader had no lower epoch accepted to go back to: it does not act as holder. "+
+			"Lower spec.epoch to an epoch the authority accepts, not below status.epoch (with no status.epoch, delete the Fence: fencegate makes it again without the refused epoch); it is declared at once. %s", declared, s.Message)
+	case target < declared && !stepRefused(s):
 		c.Status, c.Reason = metav1.ConditionFalse, fencegatev1alpha1.ReasonEpochBelowAccepted
 		c.Message = fmt.Sprintf("the epoch asked for, %d (max(--epoch, spec.epoch)), is below epoch %d that this cluster already declares: an epoch only rises, so the cluster goes on declaring %d. Set spec.epoch to %d or more (a Fence made again by hand starts below it)", target, declared, declared, declared)
 	case target > declared || row.epoch == metav1.ConditionUnknown:
@@ -218,10 +258,11 @@ func epochAccepted(s fencestate.State, row stateConditions, target uint64, gener
 // Since is left for the instance to set.
 func EntryOf(instance string, s fencestate.State) fencegatev1alpha1.FenceInstance {
 	e := fencegatev1alpha1.FenceInstance{
-		Name:  instance,
-		State: string(s.Status),
-		Epoch: int64(s.Cluster.Epoch), //nolint:gosec // epochs are far below 2^63
-		Token: int64(s.Token),         //nolint:gosec // tokens are etcd revisions, far below 2^63
+		Name:              instance,
+		State:             string(s.Status),
+		Epoch:             int64(s.Cluster.Epoch),     //nolint:gosec // epochs are far below 2^63
+		Token:             int64(s.Token),             //nolint:gosec // tokens are etcd revisions, far below 2^63
+		ClusterGeneration: int64(s.ClusterGeneration), //nolint:gosec // generations are far below 2^63
 	}
 	if s.Holder.Name != "" {
 		e.Holder = fmt.Sprintf("%s@%d", s.Holder.Name, s.Holder.Epoch)
@@ -229,9 +270,16 @@ func EntryOf(instance string, s fencestate.State) fencegatev1alpha1.FenceInstanc
 	return e
 }
 
-// sameState reports whether two entries apply the same state.
+// sameState reports whether two entries apply the same state. The cluster
+// generation is no part of it: it changes no admission decision.
 func sameState(a, b fencegatev1alpha1.FenceInstance) bool {
 	return a.State == b.State && a.Epoch == b.Epoch && a.Holder == b.Holder && a.Token == b.Token
+}
+
+// sameEntry reports whether two entries say the same: the same state and
+// the same cluster generation, which the leader reads from the entries.
+func sameEntry(a, b fencegatev1alpha1.FenceInstance) bool {
+	return sameState(a, b) && a.ClusterGeneration == b.ClusterGeneration
 }
 
 // laggingInstances describes each live instance whose entry does not apply

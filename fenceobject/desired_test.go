@@ -47,8 +47,21 @@ func condition(st fencegatev1alpha1.ClusterFenceStatus, typ string) metav1.Condi
 
 func TestDesired(t *testing.T) {
 	second := metav1.NewTime(t0.Truncate(time.Second))
+	// typo is a leader that started at spec.epoch 70000, which the
+	// authority refused for its step: it had no epoch accepted to go back to.
+	typo := fencestate.State{
+		Status: fencestate.Unknown, Domain: "default", Cluster: fencestate.Cluster{Name: "east", UID: "uid-east", Epoch: 70000},
+		Reason: rpctypes.ReasonEpochStepTooLarge, Message: "the fence authority refused cluster east (epoch 70000)'s declaration", LastSuccessNS: t0.UnixNano(),
+	}
+	restored := fencestate.State{Status: fencestate.Unknown, Domain: "default", Cluster: east, Reason: rpctypes.ReasonClusterRestored, ClusterGeneration: 4, LastSuccessNS: t0.UnixNano()}
+	withGeneration := func(name string, s fencestate.State, g uint64) fencegatev1alpha1.FenceInstance {
+		s.ClusterGeneration = g
+		return fenceobject.EntryOf(name, s)
+	}
 	tests := map[string]struct {
-		in fenceobject.Inputs
+		// old is the status before; empty unless set.
+		old fencegatev1alpha1.ClusterFenceStatus
+		in  fenceobject.Inputs
 		// change alters the inputs.
 		change func(*fenceobject.Inputs)
 		// holding and enforced are the conditions' status and reason.
@@ -184,6 +197,93 @@ func TestDesired(t *testing.T) {
 				}
 			},
 		},
+		"a leader that started at an epoch refused for its step keeps status.epoch": {
+			old: fencegatev1alpha1.ClusterFenceStatus{Epoch: 3, ObservedGeneration: 2},
+			in:  inputs(typo, "east-a"),
+			change: func(in *fenceobject.Inputs) {
+				in.Generation = 4
+			},
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
+			epoch: "False/EpochStepTooLarge", epochMessage: "refused epoch 70000 as too far above",
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.Epoch != 3 || st.Cluster.Epoch != 3 {
+					t.Errorf("epoch %d, cluster %+v: want 3, the epoch accepted before, not the refused 70000", st.Epoch, st.Cluster)
+				}
+				if st.ObservedGeneration != 2 {
+					t.Errorf("observedGeneration %d while generation 4's epoch is refused, want the old one (2)", st.ObservedGeneration)
+				}
+			},
+		},
+		"a leader that started at an epoch refused for its step, with no status.epoch yet": {
+			in:      inputs(typo, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
+			epoch: "False/EpochStepTooLarge", epochMessage: "with no status.epoch, delete the Fence",
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.Epoch != 0 || st.Cluster.Epoch != 0 {
+					t.Errorf("epoch %d, cluster %+v: want none, no epoch was accepted", st.Epoch, st.Cluster)
+				}
+			},
+		},
+		"an epoch refused for its step, lowered in spec.epoch: pending, not below": {
+			old: fencegatev1alpha1.ClusterFenceStatus{Epoch: 3},
+			in:  inputs(typo, "east-a"),
+			change: func(in *fenceobject.Inputs) {
+				in.TargetEpoch = 3
+			},
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
+			epoch: "Unknown/EpochPending", epochMessage: "has not accepted epoch 3 yet",
+		},
+		"no answer yet: status.epoch stays": {
+			old:     fencegatev1alpha1.ClusterFenceStatus{Epoch: 3},
+			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: fencestate.Cluster{Name: "east", Epoch: 70000}, Reason: fenceagent.ReasonNoAnswerYet}, "east-a"),
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.Epoch != 3 {
+					t.Errorf("epoch %d before any answer, want 3 kept", st.Epoch)
+				}
+			},
+		},
+		"a leader refused as restored takes the generation its live peers present": {
+			old: fencegatev1alpha1.ClusterFenceStatus{ClusterGeneration: 4},
+			in:  inputs(restored, "east-a", "east-b", "east-c"),
+			change: func(in *fenceobject.Inputs) {
+				in.Instances[1] = withGeneration("east-b", active, 8)
+				in.Instances[2] = withGeneration("east-c", active, 6)
+				// An instance whose Lease ended does not count.
+				in.Instances = append(in.Instances, withGeneration("east-gone", active, 9))
+			},
+			holding: "False", enforced: "False", reason: fencegatev1alpha1.ReasonClusterRestored,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.ClusterGeneration != 8 {
+					t.Errorf("clusterGeneration %d, want 8: the highest of the live instances'", st.ClusterGeneration)
+				}
+			},
+		},
+		"a restored copy, every instance refused, learns no newer generation": {
+			old: fencegatev1alpha1.ClusterFenceStatus{ClusterGeneration: 4},
+			in:  inputs(restored, "east-a", "east-b"),
+			change: func(in *fenceobject.Inputs) {
+				in.Instances[1] = withGeneration("east-b", restored, 3)
+			},
+			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonClusterRestored,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.ClusterGeneration != 4 {
+					t.Errorf("clusterGeneration %d, want the copy's own 4", st.ClusterGeneration)
+				}
+			},
+		},
+		"a peer's newer generation is taken, and holds no state back": {
+			in: inputs(active, "west-a", "west-b"),
+			change: func(in *fenceobject.Inputs) {
+				in.Instances[1] = withGeneration("west-b", active, 12)
+			},
+			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
+			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
+				if st.ClusterGeneration != 12 {
+					t.Errorf("clusterGeneration %d, want west-b's 12", st.ClusterGeneration)
+				}
+			},
+		},
 		"the epoch asked for is below the one declared": {
 			in:      inputs(active, "west-a"),
 			change:  func(in *fenceobject.Inputs) { in.TargetEpoch = 1 },
@@ -231,7 +331,7 @@ func TestDesired(t *testing.T) {
 			if tc.change != nil {
 				tc.change(&in)
 			}
-			st := fenceobject.Desired(fencegatev1alpha1.ClusterFenceStatus{}, in)
+			st := fenceobject.Desired(tc.old, in)
 			h, e := condition(st, fencegatev1alpha1.ConditionHolding), condition(st, fencegatev1alpha1.ConditionEnforced)
 			if string(h.Status) != tc.holding || string(e.Status) != tc.enforced || h.Reason != tc.reason || e.Reason != tc.reason {
 				t.Errorf("Holding %s (%s), Enforced %s (%s); want %s, %s, reason %s", h.Status, h.Reason, e.Status, e.Reason, tc.holding, tc.enforced, tc.reason)

@@ -7,14 +7,17 @@
 // declares when that is above --epoch, so that deleting the Fence never
 // lowers the epoch asked for. It makes its agent declare
 // max(--epoch, spec.epoch) as soon as that changes (never below the epoch
-// the agent declares), hands the agent the cluster generation the status
-// keeps, keeps a Lease of its own alive, and applies its own entry of
-// status.instances — the fence state its webhook answers from — under a
-// field manager of its own, only when that state changes.
+// the agent declares, unless the authority refused that one for its step),
+// hands the agent the cluster generation the status keeps, keeps a Lease of
+// its own alive, and applies its own entry of status.instances — the fence
+// state its webhook answers from, and the cluster generation its agent
+// presents — under a field manager of its own, only when one of them
+// changes.
 //
 // The elected leader also runs Status: it derives the rest of the status
 // (Holding, Enforced and EpochAccepted, the holder, the token, a pending
-// takeover, the Components, the cluster generation) from its fence state,
+// takeover, the Components, the cluster generation: the highest its own
+// agent and the running instances present) from its fence state,
 // the instances' entries, their Leases and the controller's marks as a pure
 // value (Desired), prunes the entries of instances whose Lease ended, and
 // applies the status only when it changed: heartbeats that change nothing

@@ -57,9 +57,12 @@ func ensure(ctx context.Context, c client.Writer, r client.Reader, domain string
 // The only-rise rule checks updates only, so without it deleting the
 // Fence would lower the epoch asked for below the one the authority
 // accepted, and the cluster's next processes would declare less than it
-// once did (epoch_regressed).
+// once did (epoch_regressed). An epoch refused for its step with none
+// accepted before (stepRefused) was never recorded: the Fence is made
+// without it, so that deleting a Fence whose typo cannot be lowered (no
+// status.epoch yet) undoes the typo.
 func recreatedSpec(floor uint64, state fencestate.State, ok bool) fencegatev1alpha1.FenceSpec {
-	if !ok || state.Cluster.Epoch <= floor {
+	if !ok || state.Cluster.Epoch <= floor || stepRefused(state) {
 		return fencegatev1alpha1.FenceSpec{}
 	}
 	return fencegatev1alpha1.FenceSpec{Epoch: ptr.To(int64(state.Cluster.Epoch))} //nolint:gosec // epochs are far below 2^63

@@ -100,7 +100,10 @@ func (i *instance) sync(ctx context.Context) {
 // presents the current one), and the epoch max(--epoch, spec.epoch) when it
 // changed. An epoch below the one the agent declares (state) is not handed
 // over: the agent refuses to lower it, and the leader's EpochAccepted
-// condition says why.
+// condition says why. One refused for its step with none accepted before
+// (stepRefused) is no such floor: it was never recorded, and the agent
+// takes a lower epoch, so that lowering a typo in spec.epoch fixes it
+// without a restart.
 func (i *instance) followFence(ctx context.Context, f *fencegatev1alpha1.Fence, state fencestate.State, haveState bool) {
 	o := i.k.opts
 	if f.Status.ClusterGeneration > 0 {
@@ -111,7 +114,7 @@ func (i *instance) followFence(ctx context.Context, f *fencegatev1alpha1.Fence, 
 		i.report("declare spec.epoch", nil)
 		return
 	}
-	if haveState && target < state.Cluster.Epoch {
+	if haveState && target < state.Cluster.Epoch && !stepRefused(state) {
 		i.report("declare spec.epoch", fmt.Errorf("the epoch the Fence asks for, %d (max(--epoch, spec.epoch)), is below epoch %d that this cluster declares: an epoch only rises, so it goes on declaring %d", target, state.Cluster.Epoch, state.Cluster.Epoch))
 		return
 	}
@@ -124,11 +127,12 @@ func (i *instance) followFence(ctx context.Context, f *fencegatev1alpha1.Fence, 
 }
 
 // applyEntry applies this instance's entry of status.instances when the
-// state it applies changed, or the entry is missing from f.
+// state it applies or the cluster generation its agent presents changed, or
+// the entry is missing from f.
 func (i *instance) applyEntry(ctx context.Context, f *fencegatev1alpha1.Fence, state fencestate.State) {
 	o := i.k.opts
 	want := EntryOf(o.Instance, state)
-	if i.applied != nil && sameState(*i.applied, want) && i.appliedTo == f.UID && (i.appliedVersion == f.ResourceVersion || hasEntry(f, *i.applied)) {
+	if i.applied != nil && sameEntry(*i.applied, want) && i.appliedTo == f.UID && (i.appliedVersion == f.ResourceVersion || hasEntry(f, *i.applied)) {
 		return
 	}
 	// Since stays while the state does: only the state's change is news.
@@ -154,7 +158,7 @@ func (i *instance) applyEntry(ctx context.Context, f *fencegatev1alpha1.Fence, s
 func hasEntry(f *fencegatev1alpha1.Fence, e fencegatev1alpha1.FenceInstance) bool {
 	for _, got := range f.Status.Instances {
 		if got.Name == e.Name {
-			return sameState(got, e)
+			return sameEntry(got, e)
 		}
 	}
 	return false

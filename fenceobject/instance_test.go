@@ -51,6 +51,9 @@ func TestInstanceFollowsTheFence(t *testing.T) {
 	defer cancel()
 	cp := cluster.StartForTest(t, cluster.Options{Name: "fenceobject"})
 
+	// typo is an agent that started at spec.epoch 70000, which the
+	// authority refused for its step, with no epoch accepted before.
+	typo := fencestate.State{Status: fencestate.Unknown, Cluster: fencestate.Cluster{Name: "east", Epoch: 70000}, Reason: rpctypes.ReasonEpochStepTooLarge}
 	tests := map[string]struct {
 		// fence is the Fence before the syncs; nil: missing.
 		fence *fencegatev1alpha1.Fence
@@ -90,6 +93,21 @@ func TestInstanceFollowsTheFence(t *testing.T) {
 			handed: 70000, setEpochs: []uint64{3}, spec: ptr.To[int64](3),
 			logs: []string{`"epoch"=3 "previousEpoch"=70000`},
 		},
+		"a typo the agent started at, refused for its step, is lowered without a restart": {
+			fence: &fencegatev1alpha1.Fence{Spec: fencegatev1alpha1.FenceSpec{Epoch: ptr.To[int64](3)}}, floor: 1,
+			state: &typo, handed: 70000, setEpochs: []uint64{3}, spec: ptr.To[int64](3),
+			logs: []string{`"epoch"=3 "previousEpoch"=70000`},
+		},
+		"a typo with no answer yet is not lowered yet, and said once": {
+			fence: &fencegatev1alpha1.Fence{Spec: fencegatev1alpha1.FenceSpec{Epoch: ptr.To[int64](3)}}, floor: 1,
+			state:  &fencestate.State{Status: fencestate.Unknown, Cluster: fencestate.Cluster{Name: "east", Epoch: 70000}},
+			handed: 70000, spec: ptr.To[int64](3),
+			logs: []string{"is below epoch 70000 that this cluster declares"},
+		},
+		"a Fence made again leaves out an epoch refused for its step": {
+			floor: 1, state: &typo, handed: 70000, setEpochs: []uint64{1},
+			logs: []string{`"epoch"=1 "previousEpoch"=70000`},
+		},
 		"an epoch below the one declared is not handed over, and said once": {
 			fence: &fencegatev1alpha1.Fence{}, floor: 1,
 			state:  &fencestate.State{Status: fencestate.Active, Cluster: fencestate.Cluster{Name: "east", Epoch: 7}},
@@ -123,7 +141,12 @@ func TestInstanceFollowsTheFence(t *testing.T) {
 				}
 			}
 			agent := &recordingAgent{declared: tc.handed}
-			if tc.state != nil {
+			switch {
+			case tc.state != nil && tc.state.Reason == rpctypes.ReasonEpochStepTooLarge:
+				// Like the fence agent after its first epoch was refused
+				// for its step, it takes any: nothing was recorded.
+				agent.declared = 0
+			case tc.state != nil:
 				agent.declared = tc.state.Cluster.Epoch
 			}
 			var (
@@ -198,6 +221,14 @@ func TestRecreatedSpec(t *testing.T) {
 		"at --epoch":      {floor: 7, state: at(7), ok: true},
 		"below --epoch":   {floor: 9, state: at(7), ok: true},
 		"no state at all": {floor: 1, state: at(7)},
+		"an epoch refused for its step, none accepted before": {
+			floor: 1, ok: true,
+			state: fencestate.State{Status: fencestate.Unknown, Cluster: fencestate.Cluster{Epoch: 70000}, Reason: rpctypes.ReasonEpochStepTooLarge},
+		},
+		"the accepted epoch while a raise is refused": {
+			floor: 1, ok: true, want: ptr.To[int64](7),
+			state: fencestate.State{Status: fencestate.Active, Cluster: fencestate.Cluster{Epoch: 7}, EpochRefused: &fencestate.EpochRefusal{Epoch: 70000, Reason: rpctypes.ReasonEpochStepTooLarge}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

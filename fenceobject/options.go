@@ -77,8 +77,9 @@ type Options struct {
 // Agent is the fence agent of this process.
 type Agent interface {
 	// SetEpoch makes the agent declare epoch from now on; an epoch only
-	// rises, but for one the authority refused, which may be lowered back
-	// to the last accepted one or above.
+	// rises, but for one the authority refused for its step, which may be
+	// lowered back to the last accepted one or above (to any, when none was
+	// accepted).
 	SetEpoch(ctx context.Context, epoch uint64) error
 	// AdoptClusterGeneration makes the agent present generation g of its
 	// cluster from its next declaration on, if g is newer than its own.

@@ -19,7 +19,8 @@ import (
 // real control plane applies it from the generated CRD. spec.epoch only
 // rises, but a value the authority never accepted (above status.epoch)
 // may be lowered back to status.epoch or above: a typo can be undone, an
-// accepted epoch cannot be lowered.
+// accepted epoch cannot be lowered. Without status.epoch (a Fence made
+// again) nothing says which values were accepted: none may be lowered.
 func TestFenceEpochRule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -40,7 +41,10 @@ func TestFenceEpochRule(t *testing.T) {
 		"raise a value never accepted further":   {spec: ptr.To[int64](70000), accepted: 3, patch: `{"spec":{"epoch":80000}}`},
 		"lower a value never accepted to it":     {spec: ptr.To[int64](70000), accepted: 3, patch: `{"spec":{"epoch":3}}`},
 		"lower a value never accepted above it":  {spec: ptr.To[int64](70000), accepted: 3, patch: `{"spec":{"epoch":5}}`},
-		"lower a value with no status yet":       {spec: ptr.To[int64](70000), patch: `{"spec":{"epoch":2}}`},
+		"raise a value with no status yet":       {spec: ptr.To[int64](70000), patch: `{"spec":{"epoch":80000}}`},
+		"lower a value with no status yet":       {spec: ptr.To[int64](70000), patch: `{"spec":{"epoch":2}}`, refused: true},
+		"lower a value with no status to 1":      {spec: ptr.To[int64](3), patch: `{"spec":{"epoch":1}}`, refused: true},
+		"lower a value never accepted by one":    {spec: ptr.To[int64](70000), accepted: 3, patch: `{"spec":{"epoch":69999}}`},
 		"lower a value never accepted below it":  {spec: ptr.To[int64](70000), accepted: 3, patch: `{"spec":{"epoch":2}}`, refused: true},
 		"lower an accepted value":                {spec: ptr.To[int64](3), accepted: 3, patch: `{"spec":{"epoch":2}}`, refused: true},
 		"lower a value below the accepted epoch": {spec: ptr.To[int64](2), accepted: 3, patch: `{"spec":{"epoch":1}}`, refused: true},

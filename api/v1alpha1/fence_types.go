@@ -61,7 +61,8 @@ type FenceSpec struct {
 	// this cluster at once, without a restart. It may only rise, but for
 	// one case: a value the authority never accepted (above status.epoch,
 	// say a typo the authority refused as EpochStepTooLarge) may be
-	// lowered back to status.epoch or above.
+	// lowered back to status.epoch or above. Without status.epoch it
+	// cannot be lowered.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Epoch *int64 `json:"epoch,omitempty"`
@@ -113,6 +114,13 @@ type FenceInstance struct {
 	// Since is when this instance started to apply State.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+	// ClusterGeneration is the generation of this cluster that this
+	// instance's agent presents: the leader writes the highest of the
+	// running instances' into status.clusterGeneration, so that an
+	// instance refused as restored (one cut off for a while, the leader
+	// included) learns the current one from its peers.
+	// +optional
+	ClusterGeneration int64 `json:"clusterGeneration,omitempty"`
 }
 
 // ClusterFenceStatus is the fence as this cluster sees and enforces it.
@@ -143,8 +151,10 @@ type ClusterFenceStatus struct {
 	Cluster *FenceCluster `json:"cluster,omitempty"`
 	// Epoch is the epoch this cluster declares and the authority last
 	// accepted: while a higher epoch asked for is refused (EpochAccepted
-	// False), it stays the one accepted before. A spec.epoch above it was
-	// never accepted and may be lowered back to it.
+	// False), it stays the one accepted before, and it is never an epoch
+	// the authority refused for its step (a leader that started at such an
+	// epoch leaves it as it was). A spec.epoch above it was never accepted
+	// and may be lowered back to it.
 	// +optional
 	Epoch int64 `json:"epoch,omitempty"`
 	// Holder is the cluster that holds the fence, as this cluster last
@@ -179,9 +189,11 @@ type ClusterFenceStatus struct {
 	Components *FenceComponents `json:"components,omitempty"`
 
 	// ClusterGeneration is this cluster's generation as the authority last
-	// gave it to the leader. A process of this cluster presents it in its
-	// first declaration; one that presents a generation the authority has
-	// moved past runs in a copy restored from a backup (ClusterRestored).
+	// gave it to the cluster: the highest that the leader's agent and the
+	// running instances' agents present. A process of this cluster
+	// presents it in its first declaration, and one refused as restored
+	// adopts it; one that presents a generation the authority has moved
+	// past runs in a copy restored from a backup (ClusterRestored).
 	// +optional
 	ClusterGeneration int64 `json:"clusterGeneration,omitempty"`
 
@@ -200,9 +212,12 @@ type ClusterFenceStatus struct {
 // The rule on spec.epoch sits at the root because it reads status.epoch,
 // the epoch the authority accepted: a rule on spec sees spec only. It
 // checks updates only; fencegate itself keeps a Fence made again from
-// starting below the epoch its agents had accepted.
+// starting below the epoch its agents had accepted. Lowering needs
+// status.epoch: without it (a Fence just made again, or whose leader never
+// had an epoch accepted) nothing tells a typo from an accepted epoch, and
+// lowering that one would make the cluster declare less than it once did.
 //
-// +kubebuilder:validation:XValidation:rule="!oldSelf.?spec.?epoch.hasValue() || (self.?spec.?epoch.hasValue() && (self.spec.epoch >= oldSelf.spec.epoch || (oldSelf.spec.epoch > oldSelf.?status.?epoch.orValue(0) && self.spec.epoch >= oldSelf.?status.?epoch.orValue(0))))",fieldPath=".spec.epoch",message="spec.epoch may only rise: the authority refuses a cluster that declares less than it once did (epoch_regressed). The one exception undoes a typo: a spec.epoch the authority never accepted (above status.epoch, the epoch it accepted last) may be lowered, to status.epoch or above. spec.epoch cannot be unset. To fail over to this cluster, raise it above the holder's epoch; to fail back, raise the other cluster's"
+// +kubebuilder:validation:XValidation:rule="!oldSelf.?spec.?epoch.hasValue() || (self.?spec.?epoch.hasValue() && (self.spec.epoch >= oldSelf.spec.epoch || oldSelf.?status.?epoch.orValue(0) > 0 && oldSelf.spec.epoch > oldSelf.status.epoch && self.spec.epoch >= oldSelf.status.epoch))",fieldPath=".spec.epoch",message="spec.epoch may only rise: the authority refuses a cluster that declares less than it once did (epoch_regressed). The one exception undoes a typo: a spec.epoch the authority never accepted (above status.epoch, the epoch it accepted last) may be lowered, to status.epoch or above, once status.epoch is written (until then, delete the Fence: fencegate makes it again without an epoch the authority refused). spec.epoch cannot be unset. To fail over to this cluster, raise it above the holder's epoch; to fail back, raise the other cluster's"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster
