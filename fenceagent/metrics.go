@@ -6,9 +6,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/promreg"
 )
+
+// refusalReasons are the refusals that wait for an operator while the
+// status alone does not say so (a holder refused a raise for its step stays
+// active), each exported by fencegate_fence_refused.
+var refusalReasons = []string{rpctypes.ReasonEpochStepTooLarge, rpctypes.ReasonClusterRestored}
+
+// refusedHelp is fencegate_fence_refused's help.
+const refusedHelp = "1 while the fence authority refuses this cluster's declarations for reason, 0 otherwise: EPOCH_STEP_TOO_LARGE (the epoch asked for, whether or not the last accepted one is declared instead) or CLUSTER_RESTORED."
 
 // allStatuses lists every status so that the status gauge exports a 0 for
 // each one that is not current (alerts can then match on the value).
@@ -27,6 +36,7 @@ type metrics struct {
 	holder       *prometheus.GaugeVec
 	token        prometheus.Gauge
 	lastAnswer   *prometheus.GaugeVec
+	refused      *prometheus.GaugeVec
 	// holderName is the holder label exported now.
 	holderName string
 }
@@ -81,14 +91,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_fence_last_answer_timestamp_seconds",
 			Help: "When the last declaration that the fence authority answered (a grant or a fence refusal) was sent, in Unix time; no series before the first answer.",
 		}, nil),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencegate_fence_refused",
+			Help: refusedHelp,
+		}, []string{"reason"}),
 	}
 	for _, s := range allStatuses {
 		m.status.WithLabelValues(string(s))
 	}
+	for _, reason := range refusalReasons {
+		m.refused.WithLabelValues(reason)
+	}
 	for _, k := range answerKinds {
 		m.declarations.WithLabelValues(k.result())
 	}
-	if err := promreg.Register(reg, "fence agent", m.status, m.declarations, m.duration, m.transitions, m.watchRetries, m.writeErrors, m.checkWaiters, m.epoch, m.holder, m.token, m.lastAnswer); err != nil {
+	if err := promreg.Register(reg, "fence agent", m.status, m.declarations, m.duration, m.transitions, m.watchRetries, m.writeErrors, m.checkWaiters, m.epoch, m.holder, m.token, m.lastAnswer, m.refused); err != nil {
 		return nil, fmt.Errorf("one fence agent per registry: %w", err)
 	}
 	return m, nil
@@ -106,13 +123,20 @@ func (m *metrics) setStatus(s fencestate.Status) {
 }
 
 // setFence exports what a state says about the fence beyond the status:
-// this cluster's epoch, the holder, the token and when the authority last
-// answered, so that a dashboard shows who holds the fence as each cluster
+// this cluster's epoch, the holder, the token, a refusal that waits for an
+// operator and when the authority last answered, so that a dashboard shows who holds the fence as each cluster
 // sees it and an alert sees an authority that stopped answering. The agent
 // calls it with its lock held, once per committed state.
 func (m *metrics) setFence(s fencestate.State) {
 	m.epoch.Set(float64(s.Cluster.Epoch))
 	m.token.Set(float64(s.Token))
+	for _, reason := range refusalReasons {
+		v := 0.0
+		if s.Reason == reason || s.EpochRefused != nil && s.EpochRefused.Reason == reason {
+			v = 1
+		}
+		m.refused.WithLabelValues(reason).Set(v)
+	}
 	if s.LastSuccessNS != 0 {
 		m.lastAnswer.WithLabelValues().Set(float64(s.LastSuccessNS) / float64(time.Second))
 	}

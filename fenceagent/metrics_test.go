@@ -1,12 +1,14 @@
 package fenceagent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	"github.com/fencegate/fencegate/fencestate"
 )
 
@@ -91,5 +93,50 @@ fencegate_fence_token 0
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 			t.Errorf("%s: %v", step.name, err)
 		}
+	}
+}
+
+// TestRefusedSeries: fencegate_fence_refused says which refusal that waits
+// for an operator this cluster's declarations meet, also while the agent
+// declares the last accepted epoch instead (and so stays active).
+func TestRefusedSeries(t *testing.T) {
+	east := fencestate.Cluster{Name: "east", UID: "uid-east", Epoch: 3}
+	tests := map[string]struct {
+		state fencestate.State
+		// stepTooLarge and restored are the two series' values.
+		stepTooLarge, restored int
+	}{
+		"active": {state: fencestate.State{Status: fencestate.Active, Cluster: east, Holder: east}},
+		"fenced": {state: fencestate.State{Status: fencestate.Fenced, Cluster: east, Reason: rpctypes.ReasonClusterFenced}},
+		"a first epoch refused for its step": {
+			state:        fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: rpctypes.ReasonEpochStepTooLarge},
+			stepTooLarge: 1,
+		},
+		"a raise refused for its step, the accepted epoch held": {
+			state:        fencestate.State{Status: fencestate.Active, Cluster: east, Holder: east, EpochRefused: &fencestate.EpochRefusal{Epoch: 70000, Reason: rpctypes.ReasonEpochStepTooLarge}},
+			stepTooLarge: 1,
+		},
+		"a restored copy": {
+			state:    fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: rpctypes.ReasonClusterRestored},
+			restored: 1,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m, err := newMetrics(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.setFence(tc.state)
+			want := fmt.Sprintf(`
+# HELP fencegate_fence_refused %s
+# TYPE fencegate_fence_refused gauge
+fencegate_fence_refused{reason="CLUSTER_RESTORED"} %d
+fencegate_fence_refused{reason="EPOCH_STEP_TOO_LARGE"} %d
+`, refusedHelp, tc.restored, tc.stepTooLarge)
+			if err := testutil.CollectAndCompare(m.refused, strings.NewReader(want)); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

@@ -164,7 +164,12 @@ func (r *run) play() History {
 	}
 	for c := range clusterNames {
 		for range r.sched.replicas {
-			r.serving[c] = append(r.serving[c], r.startPod(c, r.sched.epochs[c], nil))
+			// A pod's agent reads serving (newGeneration) as soon as it
+			// starts: serving changes under mu only.
+			p := r.startPod(c, r.sched.epochs[c], nil)
+			r.mu.Lock()
+			r.serving[c] = append(r.serving[c], p)
+			r.mu.Unlock()
 		}
 	}
 	for _, st := range r.sched.steps {
