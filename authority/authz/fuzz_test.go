@@ -11,7 +11,7 @@ import (
 // out again here: nobody acts as a cluster it is not bound to, outside its
 // domains; only operators revoke and forget; only operators and readers
 // read the history; an identity without a role gets nothing but health
-// checks; and every refusal says why.
+// checks; every call a role allows is allowed; and every refusal says why.
 func FuzzAuthorize(f *testing.F) {
 	methods := []string{MethodDeclare, MethodRelease, MethodGet, MethodWatch, MethodRevoke, MethodForget, MethodHistory,
 		"/grpc.health.v1.Health/Check", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "/fencegate.fence.v1.FenceService/Other"}
@@ -27,30 +27,31 @@ func FuzzAuthorize(f *testing.F) {
 	f.Fuzz(func(t *testing.T, identity string, m uint8, domain, cluster string) {
 		method := methods[int(m)%len(methods)]
 		d := p.Authorize(identity, Request{Method: method, Domain: domain, Cluster: cluster})
-		if !d.Allowed {
-			if d.Reason == "" {
-				t.Fatalf("%q %s: refused without a reason", identity, method)
-			}
-			return
-		}
 		bound, isCluster := clusterOf[identity]
 		inDomain := identity != paymentsID || domain == "payments"
 		isOperator, isReader := identity == oncallID, identity == boardID
-		var ok bool
+		var want bool
 		switch method {
 		case MethodDeclare, MethodRelease:
-			ok = isCluster && cluster == bound && inDomain
+			want = isCluster && cluster == bound && inDomain
 		case MethodGet, MethodWatch:
-			ok = isOperator || isReader || isCluster && inDomain
+			want = isOperator || isReader || isCluster && inDomain
 		case MethodHistory:
-			ok = isOperator || isReader
+			want = isOperator || isReader
 		case MethodRevoke, MethodForget:
-			ok = isOperator
+			want = isOperator
 		default:
-			ok = strings.HasPrefix(method, "/grpc.health.") || strings.HasPrefix(method, "/grpc.reflection.") && (isCluster || isOperator || isReader)
+			want = strings.HasPrefix(method, "/grpc.health.") || strings.HasPrefix(method, "/grpc.reflection.") && (isCluster || isOperator || isReader)
 		}
-		if !ok {
+		// Both ways: a policy that refuses every call is as wrong as one
+		// that allows too much.
+		switch {
+		case d.Allowed && !want:
 			t.Fatalf("%q may call %s as cluster %q in domain %q: its role does not allow it", identity, method, cluster, domain)
+		case !d.Allowed && want:
+			t.Fatalf("%q is refused %s as cluster %q in domain %q (%s): its role allows it", identity, method, cluster, domain, d.Reason)
+		case !d.Allowed && d.Reason == "":
+			t.Fatalf("%q %s: refused without a reason", identity, method)
 		}
 	})
 }

@@ -24,7 +24,8 @@ import (
 // heartbeat must not flood the log, but must show in it.
 const deniedLogInterval = time.Minute
 
-// maxLogKeys bounds the identities and methods the log limiter remembers.
+// maxLogKeys bounds the identities and methods the log limiter remembers,
+// and so the refusals it logs a minute.
 const maxLogKeys = 1024
 
 // Guard authorizes every call before its handler runs and puts the Caller
@@ -294,6 +295,12 @@ func (g *Guard) shouldLog(identity, method string) bool {
 			if now.Sub(at) >= deniedLogInterval {
 				delete(g.logged, old)
 			}
+		}
+		if len(g.logged) >= maxLogKeys {
+			// Every refusal remembered was logged within the minute: a
+			// flood of identities or methods. The counter still counts
+			// this one; the log takes new keys again once old ones age.
+			return false
 		}
 	}
 	g.logged[k] = now
