@@ -445,3 +445,19 @@ func TestProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestStepNamesAreUnique: each step of the timeline has a name of its own,
+// so that a person reading it can tell which side each line is about.
+func TestStepNamesAreUnique(t *testing.T) {
+	seen := map[string]failover.Step{}
+	for s := failover.StepDeclared; s <= failover.StepTargetMarked; s++ {
+		name := s.String()
+		if name == "" {
+			t.Errorf("step %d has no name", s)
+		}
+		if other, ok := seen[name]; ok {
+			t.Errorf("steps %d and %d are both named %q", other, s, name)
+		}
+		seen[name] = s
+	}
+}

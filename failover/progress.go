@@ -43,8 +43,8 @@ var stepNames = [...]string{
 	StepHolderTold:    "old holder told",
 	StepHolderStopped: "old holder stopped admitting",
 	StepGranted:       "fence granted",
-	StepHolderMarked:  "Components re-marked",
-	StepTargetMarked:  "Components re-marked",
+	StepHolderMarked:  "old holder re-marked",
+	StepTargetMarked:  "new holder re-marked",
 }
 
 func (s Step) String() string { return stepNames[s] }

@@ -235,7 +235,7 @@ func TestFenceObject(t *testing.T) {
 				t.Fatalf("failover to %s: exit %d %v\n%s%s", step.to.Name, exit, err, out, stderr)
 			}
 			t.Logf("fencegate failover --to %s --from %s --wait:\n%s", step.to.Name, step.from.Name, out)
-			for _, want := range []string{"epoch raised", "old holder told", "old holder stopped admitting", "fence granted", "Components re-marked", "failover complete in"} {
+			for _, want := range []string{"epoch raised", "old holder told", "old holder stopped admitting", "fence granted", "new holder re-marked", "old holder re-marked", "failover complete in"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("the timeline lacks %q", want)
 				}
