@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/notify"
 )
 
 // MarkKey is the part of a fence state that a Component's marks depend on:
@@ -67,7 +68,7 @@ func NewMarks() *Marks {
 	return &Marks{
 		pending: map[types.NamespacedName]struct{}{},
 		held:    map[types.NamespacedName]bool{},
-		changes: make(chan struct{}, 1),
+		changes: notify.New(),
 	}
 }
 
@@ -147,9 +148,5 @@ func (m *Marks) gone(name types.NamespacedName) int {
 	return after.Held
 }
 
-func (m *Marks) signal() {
-	select {
-	case m.changes <- struct{}{}:
-	default:
-	}
-}
+// signal tells the Changes reader to look again.
+func (m *Marks) signal() { notify.Signal(m.changes) }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/notify"
 )
 
 // maxInFlight bounds the declarations running at once: a watch event starts
@@ -101,7 +102,7 @@ func New(opts Options) (*ClusterFence, error) {
 		},
 		log:        opts.Logger.WithValues("domain", opts.Domain, "cluster", opts.ClusterName, "instance", opts.Instance),
 		metrics:    m,
-		changes:    make(chan struct{}, 1),
+		changes:    notify.New(),
 		requests:   make(chan request),
 		watched:    make(chan time.Duration, 1),
 		heartbeats: true,
@@ -222,11 +223,5 @@ func (c *ClusterFence) Start(ctx context.Context) error {
 	return nil
 }
 
-// signal tells the Changes reader to look again, without ever blocking: a
-// signal already pending covers this one.
-func (c *ClusterFence) signal() {
-	select {
-	case c.changes <- struct{}{}:
-	default:
-	}
-}
+// signal tells the Changes reader to look again.
+func (c *ClusterFence) signal() { notify.Signal(c.changes) }
