@@ -98,6 +98,15 @@ type Marks interface {
 	Changes() <-chan struct{}
 }
 
+// CheckLeaseDuration checks the duration of an instance's Lease: it is
+// renewed every third of it, at least every second.
+func CheckLeaseDuration(d time.Duration) error {
+	if d < 3*time.Second {
+		return fmt.Errorf("lease duration %s is too short: the Lease is renewed every third of it; use at least 3s", d)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = DefaultLeaseDuration
@@ -118,8 +127,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Domain == "" || o.Namespace == "" || o.Instance == "" {
 		errs = append(errs, fmt.Errorf("domain %q, namespace %q and instance %q must all be set", o.Domain, o.Namespace, o.Instance))
 	}
-	if o.LeaseDuration < 3*time.Second {
-		errs = append(errs, fmt.Errorf("lease duration %s is too short: the Lease is renewed every third of it; use at least 3s", o.LeaseDuration))
+	if err := CheckLeaseDuration(o.LeaseDuration); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return o, fmt.Errorf("fence object options: %w", errors.Join(errs...))

@@ -258,8 +258,8 @@ func (o *runOptions) validate() error {
 	default:
 		errs = append(errs, flagError("webhook-certs", "%q: want %s or %s", o.webhookCerts, webhookCertsSelfSigned, webhookCertsExternal))
 	}
-	if o.instanceLease < 3*time.Second {
-		errs = append(errs, flagError("instance-lease-duration", "%s is too short: the Lease is renewed every third of it; use at least 3s", o.instanceLease))
+	if err := fenceobject.CheckLeaseDuration(o.instanceLease); err != nil {
+		errs = append(errs, flagError("instance-lease-duration", "%v", err))
 	}
 	if o.kubeQPS <= 0 || o.kubeBurst <= 0 {
 		errs = append(errs, flagError("kube-api-qps", "--kube-api-qps and --kube-api-burst must be positive"))
