@@ -13,7 +13,7 @@ import (
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/failover"
-	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/fencestate"
 )
 
 // fence builds a Fence of cluster name at epoch in state, with its
@@ -146,7 +146,7 @@ func TestMakePlan(t *testing.T) {
 			target: eastActive.build(), wantErr: "the target holds the fence already: east holds the fence",
 		},
 		"no holder known": {
-			target:  fence{name: "west", epoch: 1, state: "unknown", reason: "FenceUnknown", fenceWhy: fenceagent.ReasonNoAnswerYet}.build(),
+			target:  fence{name: "west", epoch: 1, state: "unknown", reason: "FenceUnknown", fenceWhy: fencestate.ReasonNoAnswerYet}.build(),
 			wantErr: "the holder's epoch is not known: west says unknown at epoch 1",
 		},
 	}
@@ -209,7 +209,7 @@ func TestCheckStep(t *testing.T) {
 			wantErr: "epoch 5000 is 4998 above epoch 2",
 		},
 		"no epoch known: the authority may know one": {
-			target: fence{name: "west", state: "unknown", reason: "FenceUnknown", fenceWhy: fenceagent.ReasonNoAnswerYet}.build(), epoch: 5000, maxStep: 1000,
+			target: fence{name: "west", state: "unknown", reason: "FenceUnknown", fenceWhy: fencestate.ReasonNoAnswerYet}.build(), epoch: 5000, maxStep: 1000,
 		},
 		"a step as large as can be": {
 			target: westFenced.build(), epoch: math.MaxUint64, maxStep: math.MaxUint64,
@@ -353,7 +353,7 @@ func TestProgress(t *testing.T) {
 		},
 		"the authority unreachable": {
 			seq: []obs{
-				{target: fence{name: "west", epoch: 3, state: "unknown", reason: "FenceUnknown", fenceWhy: fenceagent.ReasonAuthorityUnreachable}, steps: []failover.Step{failover.StepDeclared}, refused: "the authority is unreachable from west"},
+				{target: fence{name: "west", epoch: 3, state: "unknown", reason: "FenceUnknown", fenceWhy: fencestate.ReasonAuthorityUnreachable}, steps: []failover.Step{failover.StepDeclared}, refused: "the authority is unreachable from west"},
 			},
 		},
 		"the authority refuses the epoch's step": {
@@ -376,7 +376,7 @@ func TestProgress(t *testing.T) {
 			seq: []obs{
 				{target: func() fence {
 					b := before
-					b.state, b.reason, b.fenceWhy, b.undecided = "unknown", "FenceUnknown", fenceagent.ReasonAuthorityUnreachable, true
+					b.state, b.reason, b.fenceWhy, b.undecided = "unknown", "FenceUnknown", fencestate.ReasonAuthorityUnreachable, true
 					return b
 				}(), refused: "the authority is unreachable from west"},
 			},
@@ -385,7 +385,7 @@ func TestProgress(t *testing.T) {
 			seq: []obs{
 				{target: func() fence {
 					b := before
-					b.state, b.reason, b.fenceWhy = "unknown", "FenceUnknown", fenceagent.ReasonAuthorityUnreachable
+					b.state, b.reason, b.fenceWhy = "unknown", "FenceUnknown", fencestate.ReasonAuthorityUnreachable
 					return b
 				}()},
 			},

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
-	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fencestate"
 )
 
@@ -246,7 +245,7 @@ func cannotDeclare(target *fencegatev1alpha1.Fence) *Refused {
 	switch {
 	case st.FenceReason == rpctypes.ReasonPermissionDenied:
 		return &Refused{Why: fmt.Sprintf("permission denied: the authority does not let %s's identity declare as %s", clusterName(target), clusterName(target)), Message: msg}
-	case st.State == string(fencestate.Unknown) && (st.FenceReason == fenceagent.ReasonAuthorityUnreachable || st.FenceReason == fenceagent.ReasonLeaseExpired):
+	case st.State == string(fencestate.Unknown) && (st.FenceReason == fencestate.ReasonAuthorityUnreachable || st.FenceReason == fencestate.ReasonLeaseExpired):
 		return &Refused{Why: fmt.Sprintf("the authority is unreachable from %s", clusterName(target)), Message: msg}
 	case st.State == string(fencestate.Unsupported):
 		return &Refused{Why: fmt.Sprintf("%s's authority does not serve the fence protocol", clusterName(target)), Message: msg}

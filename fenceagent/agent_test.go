@@ -241,8 +241,8 @@ func TestUnimplementedIsUnsupported(t *testing.T) {
 	ta := newTestAgent(t, serve(t, nil), nil) // a gRPC server without the fence service
 	ta.start(t)
 	s := ta.waitStatus(t, fencestate.Unsupported)
-	if s.Reason != ReasonUnimplemented {
-		t.Errorf("reason = %q, want %q", s.Reason, ReasonUnimplemented)
+	if s.Reason != fencestate.ReasonUnimplemented {
+		t.Errorf("reason = %q, want %q", s.Reason, fencestate.ReasonUnimplemented)
 	}
 	for n := 2.0; n <= 3; n++ {
 		ta.stepUntil(t, 500*time.Millisecond, testInterval, "another heartbeat", func() bool { return ta.declarations(unsupported) >= n })
@@ -278,14 +278,14 @@ func TestTransientErrorsKeepStatusUntilExpiry(t *testing.T) {
 			first:      func(c *declareCall) { c.grant(testLease, 1) },
 			want:       fencestate.Active,
 			lasts:      testLease - testMargin,
-			wantReason: ReasonLeaseExpired,
+			wantReason: fencestate.ReasonLeaseExpired,
 			wantLogs:   []string{"I:active", "E:unknown"},
 		},
 		"fenced lasts until three heartbeats without an answer when the lease TTL is unknown": {
 			first:      func(c *declareCall) { c.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0)) },
 			want:       fencestate.Fenced,
 			lasts:      3 * testInterval,
-			wantReason: ReasonAuthorityUnreachable,
+			wantReason: fencestate.ReasonAuthorityUnreachable,
 			wantLogs:   []string{"E:fenced", "E:unknown"},
 		},
 	}
@@ -362,7 +362,7 @@ func TestLeaseExpiresWithoutAnyAnswer(t *testing.T) {
 	}
 	ta.clock.Step(time.Millisecond)
 	s := ta.waitStatus(t, fencestate.Unknown)
-	if s.Reason != ReasonLeaseExpired || s.ValidUntilNS != 0 || s.Token != 0 {
+	if s.Reason != fencestate.ReasonLeaseExpired || s.ValidUntilNS != 0 || s.Token != 0 {
 		t.Errorf("expired state = %+v", s)
 	}
 	if hung.ctx.Err() != nil {
@@ -633,7 +633,7 @@ func TestStartWritesTheInitialStateAndStartsOnce(t *testing.T) {
 	ta.start(t)
 	eventually(t, "data.fence is written", func() bool { _, ok := ta.store.last(testSelf.Name); return ok })
 	s, _ := ta.store.last(testSelf.Name)
-	if s.Status != fencestate.Unknown || s.Reason != ReasonNoAnswerYet || s.Cluster != testSelf || s.Domain != DefaultDomain {
+	if s.Status != fencestate.Unknown || s.Reason != fencestate.ReasonNoAnswerYet || s.Cluster != testSelf || s.Domain != DefaultDomain {
 		t.Errorf("initial data.fence = %+v", s)
 	}
 	if err := ta.Start(context.Background()); err == nil {
@@ -736,21 +736,21 @@ func TestStopWritesUnknownThenReleasesTheLease(t *testing.T) {
 			})
 			stop := ta.start(t)
 			tc.first(auth.next(t))
-			eventually(t, "the answer is applied", func() bool { return ta.Status().Reason != ReasonNoAnswerYet })
+			eventually(t, "the answer is applied", func() bool { return ta.Status().Reason != fencestate.ReasonNoAnswerYet })
 			if tc.writeFails {
 				ta.writer.failWith(errStoreDown)
 			}
 			stop()
 
-			if s := ta.Status(); s.Status != fencestate.Unknown || s.Reason != ReasonShuttingDown || !strings.Contains(s.Message, testInstance) {
-				t.Errorf("status after stop = %+v, want unknown (%s) naming the instance", s, ReasonShuttingDown)
+			if s := ta.Status(); s.Status != fencestate.Unknown || s.Reason != fencestate.ReasonShuttingDown || !strings.Contains(s.Message, testInstance) {
+				t.Errorf("status after stop = %+v, want unknown (%s) naming the instance", s, fencestate.ReasonShuttingDown)
 			}
 			if got := auth.releaseCount(); (got == 1) != tc.wantRelease || got > 1 {
 				t.Fatalf("%d releases, want release=%v", got, tc.wantRelease)
 			}
 			if tc.wantRelease {
-				if s, _ := atRelease.Load().(fencestate.State); s.Status != fencestate.Unknown || s.Reason != ReasonShuttingDown {
-					t.Errorf("the store held %s (%s) when the release was sent, want unknown (%s)", s.Status, s.Reason, ReasonShuttingDown)
+				if s, _ := atRelease.Load().(fencestate.State); s.Status != fencestate.Unknown || s.Reason != fencestate.ReasonShuttingDown {
+					t.Errorf("the store held %s (%s) when the release was sent, want unknown (%s)", s.Status, s.Reason, fencestate.ReasonShuttingDown)
 				}
 				if d := time.Duration(deadline.Load()); d <= 0 || d > finalReleaseTimeout {
 					t.Errorf("the release had %s left, want a deadline within %s", d, finalReleaseTimeout)
@@ -804,12 +804,12 @@ func TestStopWaitsForTheSharedDeclaration(t *testing.T) {
 	if out, _ := callOutAtRelease.Load().(bool); out {
 		t.Error("the release was sent while the shared declaration was still out")
 	}
-	if reason, _ := statusAtRelease.Load().(string); reason != ReasonShuttingDown {
-		t.Errorf("the store held reason %q at the release, want %s", reason, ReasonShuttingDown)
+	if reason, _ := statusAtRelease.Load().(string); reason != fencestate.ReasonShuttingDown {
+		t.Errorf("the store held reason %q at the release, want %s", reason, fencestate.ReasonShuttingDown)
 	}
 	shared.grant(testLease, 4) // too late: the call has ended
-	if s := ta.Status(); s.Reason != ReasonShuttingDown {
-		t.Errorf("status after stop = %s (%s), want unknown (%s)", s.Status, s.Reason, ReasonShuttingDown)
+	if s := ta.Status(); s.Reason != fencestate.ReasonShuttingDown {
+		t.Errorf("status after stop = %s (%s), want unknown (%s)", s.Status, s.Reason, fencestate.ReasonShuttingDown)
 	}
 	if slices.Contains(ta.store.statuses(testSelf.Name), fencestate.Active) {
 		t.Errorf("the late grant was written: %v", ta.store.statuses(testSelf.Name))

@@ -14,27 +14,6 @@ import (
 	"github.com/fencegate/fencegate/fencestate"
 )
 
-// The agent's own reasons, written to data.fence.reason when the status does
-// not come from an authority refusal.
-const (
-	// ReasonNoAnswerYet: no declaration has been answered since start.
-	ReasonNoAnswerYet = "NO_ANSWER_YET"
-	// ReasonLeaseExpired: the lease ran out (minus the margin) without
-	// being renewed.
-	ReasonLeaseExpired = "LEASE_EXPIRED"
-	// ReasonAuthorityUnreachable: the last answer is too old to rely on and
-	// the declarations since then failed.
-	ReasonAuthorityUnreachable = "AUTHORITY_UNREACHABLE"
-	// ReasonUnimplemented: the authority does not serve the fence protocol.
-	ReasonUnimplemented = "UNIMPLEMENTED"
-	// ReasonUnexpectedError: the authority answered with an error the agent
-	// cannot interpret as a fence status.
-	ReasonUnexpectedError = "UNEXPECTED_ERROR"
-	// ReasonShuttingDown: the agent stopped (its process is shutting down)
-	// and gives its lease up; this process no longer acts as holder.
-	ReasonShuttingDown = "SHUTTING_DOWN"
-)
-
 // answerKind is what one declaration's outcome means for the fence status.
 type answerKind int
 
@@ -158,19 +137,19 @@ func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return answer{kind: transient, err: err}
 		}
-		return answer{kind: unexpected, reason: ReasonUnexpectedError, err: err}
+		return answer{kind: unexpected, reason: fencestate.ReasonUnexpectedError, err: err}
 	}
 	switch st.Code() {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
 		return answer{kind: transient, err: err}
 	case codes.Unimplemented:
-		return answer{kind: unsupported, reason: ReasonUnimplemented, err: err}
+		return answer{kind: unsupported, reason: fencestate.ReasonUnimplemented, err: err}
 	case codes.FailedPrecondition, codes.PermissionDenied:
 		if info := rpctypes.ErrorInfo(err); info != nil {
 			return refusal(info, err)
 		}
 	}
-	return answer{kind: unexpected, reason: ReasonUnexpectedError, err: err}
+	return answer{kind: unexpected, reason: fencestate.ReasonUnexpectedError, err: err}
 }
 
 // refusal decodes an ErrorInfo refusal. A reason this agent does not act

@@ -76,16 +76,16 @@ func TestDecode(t *testing.T) {
 			want: refusedPermission, wantReason: rpctypes.ReasonPermissionDenied,
 		},
 		"ErrorInfo of another domain is unexpected": {
-			err: otherDomain.Err(), want: unexpected, wantReason: ReasonUnexpectedError,
+			err: otherDomain.Err(), want: unexpected, wantReason: fencestate.ReasonUnexpectedError,
 		},
 		"FailedPrecondition without ErrorInfo is unexpected": {
-			err: status.Error(codes.FailedPrecondition, "no"), want: unexpected, wantReason: ReasonUnexpectedError,
+			err: status.Error(codes.FailedPrecondition, "no"), want: unexpected, wantReason: fencestate.ReasonUnexpectedError,
 		},
 		"Unimplemented is unsupported": {
-			err: status.Error(codes.Unimplemented, "unknown service"), want: unsupported, wantReason: ReasonUnimplemented,
+			err: status.Error(codes.Unimplemented, "unknown service"), want: unsupported, wantReason: fencestate.ReasonUnimplemented,
 		},
 		"wrapped Unimplemented is unsupported": {
-			err: fmt.Errorf("call: %w", status.Error(codes.Unimplemented, "unknown service")), want: unsupported, wantReason: ReasonUnimplemented,
+			err: fmt.Errorf("call: %w", status.Error(codes.Unimplemented, "unknown service")), want: unsupported, wantReason: fencestate.ReasonUnimplemented,
 		},
 		"Unavailable is transient":       {err: status.Error(codes.Unavailable, "connection refused"), want: transient},
 		"DeadlineExceeded is transient":  {err: status.Error(codes.DeadlineExceeded, "slow"), want: transient},
@@ -98,13 +98,13 @@ func TestDecode(t *testing.T) {
 			err: fmt.Errorf("call: %w", context.DeadlineExceeded), want: transient,
 		},
 		"InvalidArgument is unexpected": {
-			err: status.Error(codes.InvalidArgument, "cluster_name: not a DNS label"), want: unexpected, wantReason: ReasonUnexpectedError,
+			err: status.Error(codes.InvalidArgument, "cluster_name: not a DNS label"), want: unexpected, wantReason: fencestate.ReasonUnexpectedError,
 		},
 		"PermissionDenied is unexpected": {
-			err: status.Error(codes.PermissionDenied, "client certificate not allowed"), want: unexpected, wantReason: ReasonUnexpectedError,
+			err: status.Error(codes.PermissionDenied, "client certificate not allowed"), want: unexpected, wantReason: fencestate.ReasonUnexpectedError,
 		},
 		"a plain error is unexpected": {
-			err: errors.New("boom"), want: unexpected, wantReason: ReasonUnexpectedError,
+			err: errors.New("boom"), want: unexpected, wantReason: fencestate.ReasonUnexpectedError,
 		},
 	}
 	for name, tc := range tests {

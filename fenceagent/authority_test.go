@@ -228,8 +228,8 @@ func TestPartitionedHolderLapsesBeforeTakeover(t *testing.T) {
 
 	waitStatus(t, westAgent.ClusterFence, fencestate.Active)
 	lapsed := waitStatus(t, eastAgent.ClusterFence, fencestate.Unknown)
-	if lapsed.Reason != ReasonLeaseExpired {
-		t.Errorf("east unknown because %s, want %s", lapsed.Reason, ReasonLeaseExpired)
+	if lapsed.Reason != fencestate.ReasonLeaseExpired {
+		t.Errorf("east unknown because %s, want %s", lapsed.Reason, fencestate.ReasonLeaseExpired)
 	}
 	iActive, _ := log.first(east.Name, fencestate.Active, 0)
 	log.before(t, east.Name, fencestate.Unknown, west.Name, fencestate.Active, iActive)
@@ -350,8 +350,8 @@ func TestEveryPodOfTheHolderHoldsALease(t *testing.T) {
 		westAgent := runAgent(t, srv.Addr, log, withEpoch(west, 8), fast)
 		waitStatus(t, westAgent.ClusterFence, fencestate.Active)
 		lapsed := waitStatus(t, east1.ClusterFence, fencestate.Unknown)
-		if lapsed.Reason != ReasonLeaseExpired {
-			t.Errorf("east/1 unknown because %s, want %s", lapsed.Reason, ReasonLeaseExpired)
+		if lapsed.Reason != fencestate.ReasonLeaseExpired {
+			t.Errorf("east/1 unknown because %s, want %s", lapsed.Reason, fencestate.ReasonLeaseExpired)
 		}
 		waitStatus(t, east2.ClusterFence, fencestate.Fenced)
 		if !slices.ContainsFunc(east2.logs.all(), func(l logLine) bool { return strings.HasPrefix(l.Msg, "fence released") }) {
@@ -376,8 +376,8 @@ func TestEveryPodOfTheHolderHoldsALease(t *testing.T) {
 		waitStatus(t, east2.ClusterFence, fencestate.Active)
 
 		east1.stop()
-		if last, _ := log.last("east/1"); last.Status != fencestate.Unknown || last.Reason != ReasonShuttingDown {
-			t.Errorf("east/1 left %s (%s) in its store, want unknown (%s)", last.Status, last.Reason, ReasonShuttingDown)
+		if last, _ := log.last("east/1"); last.Status != fencestate.Unknown || last.Reason != fencestate.ReasonShuttingDown {
+			t.Errorf("east/1 left %s (%s) in its store, want unknown (%s)", last.Status, last.Reason, fencestate.ReasonShuttingDown)
 		}
 		got, err := srv.Client(t).GetFence(context.Background(), &fencev1.GetFenceRequest{})
 		if err != nil {

@@ -604,7 +604,7 @@ func (l *loop) transition(prev, next fencestate.State) {
 	m.transitions.WithLabelValues(string(prev.Status), string(next.Status)).Inc()
 	kv := []any{"from", prev.Status, "to", next.Status, "reason", next.Reason, "epoch", next.Cluster.Epoch, "holder", next.Holder.Name, "holderEpoch", next.Holder.Epoch}
 	switch {
-	case next.Reason == ReasonShuttingDown:
+	case next.Reason == fencestate.ReasonShuttingDown:
 		l.c.log.Info("fence status changed: agent stopping", kv...)
 	case next.Status == fencestate.Fenced, next.Status == fencestate.EpochRegressed, next.Status == fencestate.Unsupported, next.Status == fencestate.Unknown:
 		l.c.log.Error(errors.New(next.Message), "fence status changed: not holding", kv...)

@@ -37,7 +37,7 @@ func (r rules) initial() fencestate.State {
 		Status:  fencestate.Unknown,
 		Domain:  r.domain,
 		Cluster: r.self,
-		Reason:  ReasonNoAnswerYet,
+		Reason:  fencestate.ReasonNoAnswerYet,
 		Message: fmt.Sprintf("cluster %s has no answer from the fence authority yet; it does not act as holder until it has one", describe(r.self)),
 	}
 }
@@ -105,13 +105,13 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 func (r rules) granted(s fencestate.State, a answer, sent, now time.Time) (fencestate.State, time.Time) {
 	s.LastSuccessNS = sent.UnixNano()
 	if a.holder.UID != r.self.UID {
-		s.Status, s.Reason = fencestate.Unknown, ReasonUnexpectedError
+		s.Status, s.Reason = fencestate.Unknown, fencestate.ReasonUnexpectedError
 		s.Message = fmt.Sprintf("the fence authority granted the fence but named %s (uid %s) as holder instead of this cluster (uid %s); this cluster does not act as holder", describe(a.holder), a.holder.UID, r.self.UID)
 		return s, time.Time{}
 	}
 	validUntil := sent.Add(a.leaseTTL - r.margin)
 	if !validUntil.After(now) {
-		s.Status, s.Reason = fencestate.Unknown, ReasonLeaseExpired
+		s.Status, s.Reason = fencestate.Unknown, fencestate.ReasonLeaseExpired
 		s.Message = fmt.Sprintf("the fence authority granted a lease of %s, but less the lease margin of %s it had ended when the answer arrived (the call took %s); lower --lease-margin, raise the authority's lease TTL, or check the latency to the authority",
 			a.leaseTTL, r.margin, now.Sub(sent))
 		return s, time.Time{}
@@ -178,12 +178,12 @@ func (r rules) fencedMessage(a answer) string {
 func (r rules) expired(cur fencestate.State) fencestate.State {
 	s := fencestate.State{Status: fencestate.Unknown, Domain: r.domain, Cluster: cur.Cluster, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS}
 	if cur.Status == fencestate.Active {
-		s.Reason = ReasonLeaseExpired
+		s.Reason = fencestate.ReasonLeaseExpired
 		s.Message = fmt.Sprintf("the fence lease of cluster %s ran out at %s without renewal; it no longer acts as holder. %s",
 			describe(cur.Cluster), time.Unix(0, cur.ValidUntilNS).UTC().Format(time.RFC3339Nano), lastAnswer(cur))
 		return s
 	}
-	s.Reason = ReasonAuthorityUnreachable
+	s.Reason = fencestate.ReasonAuthorityUnreachable
 	s.Message = fmt.Sprintf("the last fence status of cluster %s (%s) is too old to rely on. %s", describe(cur.Cluster), cur.Status, lastAnswer(cur))
 	return s
 }
@@ -194,7 +194,7 @@ func (r rules) expired(cur fencestate.State) fencestate.State {
 func (r rules) shuttingDown(cur fencestate.State) fencestate.State {
 	return fencestate.State{
 		Status: fencestate.Unknown, Domain: r.domain, Cluster: cur.Cluster, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS,
-		Reason: ReasonShuttingDown,
+		Reason: fencestate.ReasonShuttingDown,
 		Message: fmt.Sprintf("the fence agent of cluster %s (instance %s) has stopped: this process is shutting down, gives its lease up and no longer acts as holder",
 			describe(cur.Cluster), r.instance),
 	}
@@ -203,7 +203,7 @@ func (r rules) shuttingDown(cur fencestate.State) fencestate.State {
 // unknownMessage is the part of an unknown state's message that does not
 // change from one failed call to the next.
 func unknownMessage(s fencestate.State) string {
-	if s.Reason == ReasonNoAnswerYet {
+	if s.Reason == fencestate.ReasonNoAnswerYet {
 		return fmt.Sprintf("cluster %s has no answer from the fence authority yet", describe(s.Cluster))
 	}
 	return fmt.Sprintf("the fence status of cluster %s is unknown (%s). %s", describe(s.Cluster), s.Reason, lastAnswer(s))

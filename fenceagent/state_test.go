@@ -49,7 +49,7 @@ func TestRulesNext(t *testing.T) {
 			cur: unknown, answer: grant(2 * time.Second),
 			want: fencestate.State{
 				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Holder: testSelf,
-				LastSuccessNS: sent.UnixNano(), Reason: ReasonLeaseExpired,
+				LastSuccessNS: sent.UnixNano(), Reason: fencestate.ReasonLeaseExpired,
 			},
 			wantMessage: "lower --lease-margin",
 		},
@@ -57,7 +57,7 @@ func TestRulesNext(t *testing.T) {
 			cur: unknown, answer: answer{kind: granted, holder: testWest, leaseTTL: 15 * time.Second, token: 9},
 			want: fencestate.State{
 				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Holder: testWest,
-				LastSuccessNS: sent.UnixNano(), Reason: ReasonUnexpectedError,
+				LastSuccessNS: sent.UnixNano(), Reason: fencestate.ReasonUnexpectedError,
 			},
 			wantMessage: "instead of this cluster",
 		},
@@ -109,7 +109,7 @@ func TestRulesNext(t *testing.T) {
 			cur: active, curExpires: activeExpires, answer: decode(nil, status.Error(codes.Unimplemented, "unknown service")),
 			want: fencestate.State{
 				Status: fencestate.Unsupported, Domain: "default", Cluster: testSelf,
-				LastSuccessNS: earlier.UnixNano(), Reason: ReasonUnimplemented,
+				LastSuccessNS: earlier.UnixNano(), Reason: fencestate.ReasonUnimplemented,
 			},
 			wantMessage: "point the agent at a fencegate authority",
 		},
@@ -120,7 +120,7 @@ func TestRulesNext(t *testing.T) {
 		"a transient error tells an unknown status why": {
 			cur: unknown, answer: decode(nil, status.Error(codes.Unavailable, "connection refused")),
 			want: fencestate.State{
-				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Reason: ReasonNoAnswerYet,
+				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Reason: fencestate.ReasonNoAnswerYet,
 			},
 			wantMessage: "connection refused",
 		},
@@ -128,7 +128,7 @@ func TestRulesNext(t *testing.T) {
 			cur: active, curExpires: activeExpires, answer: decode(nil, status.Error(codes.PermissionDenied, "certificate not allowed")),
 			want: fencestate.State{
 				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Holder: testSelf,
-				LastSuccessNS: earlier.UnixNano(), Reason: ReasonUnexpectedError,
+				LastSuccessNS: earlier.UnixNano(), Reason: fencestate.ReasonUnexpectedError,
 			},
 			wantMessage: "certificate not allowed",
 		},
@@ -161,15 +161,15 @@ func TestRulesExpired(t *testing.T) {
 	}{
 		"an unrenewed active lease expires": {
 			cur:        fencestate.State{Status: fencestate.Active, Cluster: testSelf, Holder: testSelf, Token: 42, ValidUntilNS: last + 13e9, LastSuccessNS: last},
-			wantReason: ReasonLeaseExpired,
+			wantReason: fencestate.ReasonLeaseExpired,
 		},
 		"an old refusal is no longer relied on": {
 			cur:        fencestate.State{Status: fencestate.Fenced, Cluster: testSelf, Holder: testWest, LastSuccessNS: last, Reason: rpctypes.ReasonClusterFenced},
-			wantReason: ReasonAuthorityUnreachable,
+			wantReason: fencestate.ReasonAuthorityUnreachable,
 		},
 		"an unrenewed lease of an earlier epoch keeps naming it": {
 			cur:        fencestate.State{Status: fencestate.Active, Cluster: withEpoch(testSelf, 5), Holder: testSelf, Token: 42, ValidUntilNS: last + 13e9, LastSuccessNS: last},
-			wantReason: ReasonLeaseExpired,
+			wantReason: fencestate.ReasonLeaseExpired,
 		},
 	}
 	for name, tc := range tests {

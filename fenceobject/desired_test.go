@@ -12,7 +12,6 @@ import (
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/controller"
-	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fenceobject"
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -235,7 +234,7 @@ func TestDesired(t *testing.T) {
 		},
 		"no answer yet: status.epoch stays": {
 			old:     fencegatev1alpha1.ClusterFenceStatus{Epoch: 3},
-			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: fencestate.Cluster{Name: "east", Epoch: 70000}, Reason: fenceagent.ReasonNoAnswerYet}, "east-a"),
+			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: fencestate.Cluster{Name: "east", Epoch: 70000}, Reason: fencestate.ReasonNoAnswerYet}, "east-a"),
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
 			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
 				if st.Epoch != 3 {
@@ -306,12 +305,12 @@ func TestDesired(t *testing.T) {
 			},
 		},
 		"unknown: the authority unreachable": {
-			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: fenceagent.ReasonAuthorityUnreachable}, "east-a"),
+			in:      inputs(fencestate.State{Status: fencestate.Unknown, Cluster: east, Reason: fencestate.ReasonAuthorityUnreachable}, "east-a"),
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
 			epoch: "Unknown/EpochPending",
 		},
 		"unsupported authority": {
-			in:      inputs(fencestate.State{Status: fencestate.Unsupported, Cluster: east, Reason: fenceagent.ReasonUnimplemented}, "east-a"),
+			in:      inputs(fencestate.State{Status: fencestate.Unsupported, Cluster: east, Reason: fencestate.ReasonUnimplemented}, "east-a"),
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
 		},
 		"spec.epoch not declared yet: the generation is not observed": {
@@ -401,7 +400,7 @@ func TestDesiredHeartbeats(t *testing.T) {
 		t.Errorf("clusterGeneration %d from a state without one, want 8 kept", got.ClusterGeneration)
 	}
 
-	lost := fencestate.State{Status: fencestate.Unknown, Cluster: west, Holder: west, Reason: fenceagent.ReasonLeaseExpired, LastSuccessNS: t0.Add(20 * time.Second).UnixNano()}
+	lost := fencestate.State{Status: fencestate.Unknown, Cluster: west, Holder: west, Reason: fencestate.ReasonLeaseExpired, LastSuccessNS: t0.Add(20 * time.Second).UnixNano()}
 	in = inputs(lost, "west-a")
 	in.Now = t0.Add(30 * time.Second)
 	got := fenceobject.Desired(st, in)

@@ -1,7 +1,8 @@
 // Package fencestate defines data.fence: the fence state that the agent
 // writes into the policy engine's store and that policies, the webhook and the
-// controller read. It is the one vocabulary the agent and the engine share,
-// so neither imports the other.
+// controller read, with the agent's own reasons for it. It is the one
+// vocabulary the agent, the engine and the packages that read the Fence
+// share, so that none of them imports another for a word.
 package fencestate
 
 import "context"
@@ -34,6 +35,27 @@ const (
 func Statuses() []Status {
 	return []Status{Active, Fenced, EpochRegressed, Acquiring, Unknown, Unsupported}
 }
+
+// The agent's own reasons, written to data.fence.reason when the status does
+// not come from an authority refusal.
+const (
+	// ReasonNoAnswerYet: no declaration has been answered since start.
+	ReasonNoAnswerYet = "NO_ANSWER_YET"
+	// ReasonLeaseExpired: the lease ran out (minus the margin) without
+	// being renewed.
+	ReasonLeaseExpired = "LEASE_EXPIRED"
+	// ReasonAuthorityUnreachable: the last answer is too old to rely on and
+	// the declarations since then failed.
+	ReasonAuthorityUnreachable = "AUTHORITY_UNREACHABLE"
+	// ReasonUnimplemented: the authority does not serve the fence protocol.
+	ReasonUnimplemented = "UNIMPLEMENTED"
+	// ReasonUnexpectedError: the authority answered with an error the agent
+	// cannot interpret as a fence status.
+	ReasonUnexpectedError = "UNEXPECTED_ERROR"
+	// ReasonShuttingDown: the agent stopped (its process is shutting down)
+	// and gives its lease up; this process no longer acts as holder.
+	ReasonShuttingDown = "SHUTTING_DOWN"
+)
 
 // Cluster identifies a cluster and the epoch it declares.
 type Cluster struct {

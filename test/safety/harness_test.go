@@ -331,7 +331,7 @@ func (r *run) rollout(st step) {
 	// the rollout goes on regardless after a while.
 	deadline := time.Now().Add(leaseTTL)
 	for _, p := range fresh {
-		for p.agent != nil && p.agent.Status().Reason == fenceagent.ReasonNoAnswerYet && time.Now().Before(deadline) {
+		for p.agent != nil && p.agent.Status().Reason == fencestate.ReasonNoAnswerYet && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
