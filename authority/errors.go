@@ -49,8 +49,7 @@ func declareRefusal(domain string, d statemachine.Declaration, r statemachine.Re
 	a, h, p := r.Answer, r.State.Holder, r.State.Pending
 	md := metadata(domain, r.State, d.Epoch)
 	self := fmt.Sprintf("cluster %q (epoch %d)", d.Cluster.Name, d.Epoch)
-	switch a.Outcome {
-	case statemachine.Regressed:
+	if a.Outcome == statemachine.Regressed {
 		md[rpctypes.MetadataHighestEpoch] = strconv.FormatUint(a.HighestEpoch, 10)
 		return refusal(rpctypes.ReasonEpochRegressed, fmt.Sprintf(
 			"cluster %q (uid %s) declared epoch %d, below epoch %d that it declared before%s; "+
@@ -62,8 +61,7 @@ func declareRefusal(domain string, d statemachine.Declaration, r statemachine.Re
 		// too: it learns its generation from its refusals.
 		md[rpctypes.MetadataClusterGeneration] = strconv.FormatUint(a.ClusterGeneration, 10)
 	}
-	switch a.Outcome {
-	case statemachine.Acquiring:
+	if a.Outcome == statemachine.Acquiring {
 		md[rpctypes.MetadataRetryAfterMs] = strconv.FormatInt(ceilMillis(a.RetryAfter), 10)
 		return refusal(rpctypes.ReasonAcquiring, fmt.Sprintf(
 			"%s is taking the fence%s over from cluster %q (epoch %d): the last lease of %s's instances ends in %s unless each of them releases the fence sooner; retry then",
