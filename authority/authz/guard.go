@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 // deniedLogInterval is how often a refusal of one identity and method is
@@ -75,9 +76,6 @@ func NewGuard(opts GuardOptions) (*Guard, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.NewRegistry()
-	}
 	g := &Guard{
 		policy: opts.Policy,
 		log:    opts.Logger,
@@ -88,8 +86,8 @@ func NewGuard(opts GuardOptions) (*Guard, error) {
 		}, []string{"method"}),
 		logged: map[logKey]time.Time{},
 	}
-	if err := opts.Registerer.Register(g.denials); err != nil {
-		return nil, fmt.Errorf("register authorization metrics: %w", err)
+	if err := promreg.Register(opts.Registerer, "authorization guard", g.denials); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

@@ -74,9 +74,6 @@ func NewSource(path string, opts SourceOptions) (*Source, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.NewRegistry()
-	}
 	m, err := newSourceMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
