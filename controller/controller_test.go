@@ -266,7 +266,7 @@ func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
 				t.Errorf("%s: generation %d, want 1 (no spec change)", c.Name, c.Generation)
 			}
 		}
-		h.waitProgress(t, ctx, controller.MarkProgress{Started: true, Key: controller.KeyOf(active), Total: n})
+		h.waitProgress(t, ctx, controller.MarkProgress{Started: true, Key: active.Key(), Total: n})
 	})
 
 	t.Run("spec changes while active keep the conditions consistent", func(t *testing.T) {
@@ -297,7 +297,7 @@ func TestFenceTransitionsReMarkEveryComponent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("held count after delete: %v (gauge %v)", err, gauge(t, h.registry, "fencegate_components_held"))
 		}
-		h.waitProgress(t, ctx, controller.MarkProgress{Started: true, Key: controller.KeyOf(fenced), Held: n - 1, Total: n - 1})
+		h.waitProgress(t, ctx, controller.MarkProgress{Started: true, Key: fenced.Key(), Held: n - 1, Total: n - 1})
 	})
 }
 

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -10,26 +9,6 @@ import (
 	"github.com/fencegate/fencegate/internal/notify"
 )
 
-// MarkKey is the part of a fence state that a Component's marks depend on:
-// two states with the same key mark every Component the same way.
-type MarkKey struct {
-	Status      fencestate.Status
-	Epoch       uint64
-	Holder      string
-	HolderEpoch uint64
-	Token       uint64
-}
-
-// KeyOf is the MarkKey of a fence state.
-func KeyOf(s fencestate.State) MarkKey {
-	return MarkKey{Status: s.Status, Epoch: s.Cluster.Epoch, Holder: s.Holder.Name, HolderEpoch: s.Holder.Epoch, Token: s.Token}
-}
-
-// String shows the key as the Fence status and the logs name a state.
-func (k MarkKey) String() string {
-	return fmt.Sprintf("%s (epoch %d, holder %s@%d, token %d)", k.Status, k.Epoch, k.Holder, k.HolderEpoch, k.Token)
-}
-
 // MarkProgress is how far the controller got in marking the Components for
 // the latest fence state it was told of.
 type MarkProgress struct {
@@ -37,7 +16,7 @@ type MarkProgress struct {
 	// (it runs on the leader only).
 	Started bool
 	// Key is the state the Components are being marked for.
-	Key MarkKey
+	Key fencestate.Key
 	// Pending is how many of the Components that existed when the state
 	// began are not marked for it yet; 0 means every one is.
 	Pending int
@@ -55,7 +34,7 @@ type Marks struct {
 	mu      sync.Mutex
 	started bool
 	gen     uint64
-	key     MarkKey
+	key     fencestate.Key
 	pending map[types.NamespacedName]struct{}
 	// held holds every Component the controller marked, and whether it is
 	// held.
@@ -94,7 +73,7 @@ func (m *Marks) progress() MarkProgress {
 
 // begin starts a generation for the state key: every one of names must be
 // marked for it.
-func (m *Marks) begin(key MarkKey, names []types.NamespacedName) {
+func (m *Marks) begin(key fencestate.Key, names []types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.started, m.key = true, key
@@ -118,7 +97,7 @@ func (m *Marks) generation() uint64 {
 // before when the reconcile began to decide and after once it had decided:
 // it counts as a mark for the generation's state only when both are that
 // state, since the decision then read that state and no other.
-func (m *Marks) marked(name types.NamespacedName, gen uint64, before, after MarkKey, held bool) int {
+func (m *Marks) marked(name types.NamespacedName, gen uint64, before, after fencestate.Key, held bool) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	was := m.progress()

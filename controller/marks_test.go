@@ -10,17 +10,17 @@ import (
 
 func TestMarks(t *testing.T) {
 	a, b, c := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}, types.NamespacedName{Namespace: "ns", Name: "c"}
-	active := MarkKey{Status: fencestate.Active, Epoch: 2, Holder: "east", HolderEpoch: 2, Token: 10}
-	fenced := MarkKey{Status: fencestate.Fenced, Epoch: 2, Holder: "west", HolderEpoch: 3}
+	active := fencestate.Key{Status: fencestate.Active, Epoch: 2, Holder: "east", HolderEpoch: 2, Token: 10}
+	fenced := fencestate.Key{Status: fencestate.Fenced, Epoch: 2, Holder: "west", HolderEpoch: 3}
 
 	// step is one thing that happens to the tracker.
 	type step func(m *Marks)
-	begin := func(k MarkKey, names ...types.NamespacedName) step {
+	begin := func(k fencestate.Key, names ...types.NamespacedName) step {
 		return func(m *Marks) { m.begin(k, names) }
 	}
 	// reconcile is a reconcile that starts in the current generation and
 	// decides with the state before → after.
-	reconcile := func(n types.NamespacedName, before, after MarkKey, held bool) step {
+	reconcile := func(n types.NamespacedName, before, after fencestate.Key, held bool) step {
 		return func(m *Marks) { m.marked(n, m.generation(), before, after, held) }
 	}
 	tests := map[string]struct {
@@ -91,7 +91,7 @@ func TestMarks(t *testing.T) {
 // a mark that changes nothing does not.
 func TestMarksSignal(t *testing.T) {
 	a := types.NamespacedName{Namespace: "ns", Name: "a"}
-	k := MarkKey{Status: fencestate.Active}
+	k := fencestate.Key{Status: fencestate.Active}
 	m := NewMarks()
 	drained := func() bool {
 		select {

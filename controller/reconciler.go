@@ -90,7 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// The Component is marked once its status says what the decision
 	// says: already, or after the write below.
 	mark := func() {
-		r.metrics.held.Set(float64(r.marks.marked(req.NamespacedName, gen, KeyOf(before), KeyOf(fence), decision.Hold)))
+		r.metrics.held.Set(float64(r.marks.marked(req.NamespacedName, gen, before.Key(), fence.Key(), decision.Hold)))
 	}
 	if equality.Semantic.DeepEqual(comp.Status, desired) {
 		mark()

@@ -26,7 +26,7 @@ func enqueueAllOn(changes <-chan struct{}, reader client.Reader, fence func() fe
 			for {
 				// The state is read before the list: a Component created
 				// after it is admitted under this state or a later one.
-				key := KeyOf(fence())
+				key := fence().Key()
 				var list fencegatev1alpha1.ComponentList
 				// The reader is the manager's cache: listing is a memory
 				// read, and only the keys are used, so the cached objects

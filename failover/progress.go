@@ -288,11 +288,12 @@ func describeStatus(f *fencegatev1alpha1.Fence) string {
 	if st.State == "" {
 		return "nothing yet: fencegate has not written this Fence's status (is fencegate run up to date and running?)"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s at epoch %d", st.State, st.Epoch)
+	k := fencestate.Key{Status: fencestate.Status(st.State), Epoch: uint64(st.Epoch), Token: uint64(st.Token)} //nolint:gosec // written from uint64s
 	if st.Holder != nil {
-		fmt.Fprintf(&b, ", holder %s@%d", st.Holder.Name, st.Holder.Epoch)
+		k.Holder, k.HolderEpoch = st.Holder.Name, uint64(st.Holder.Epoch) //nolint:gosec // written from a uint64
 	}
+	var b strings.Builder
+	b.WriteString(k.String())
 	if st.Pending != nil {
 		fmt.Fprintf(&b, ", takeover by %s@%d pending", st.Pending.Name, st.Pending.Epoch)
 		if st.LeaseExpiresAt != nil {

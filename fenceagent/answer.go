@@ -3,7 +3,6 @@ package fenceagent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -178,18 +177,4 @@ func refusal(info *errdetails.ErrorInfo, err error) answer {
 	}
 	a.kind = kind
 	return a
-}
-
-// describe names a cluster for messages: "west (epoch 8)".
-func describe(c fencestate.Cluster) string {
-	switch {
-	case c.Name == "" && c.UID == "":
-		return "an unnamed cluster"
-	case c.Name == "":
-		c.Name = "uid " + c.UID
-	}
-	if c.Epoch == 0 {
-		return c.Name
-	}
-	return fmt.Sprintf("%s (epoch %d)", c.Name, c.Epoch)
 }

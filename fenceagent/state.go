@@ -38,7 +38,7 @@ func (r rules) initial() fencestate.State {
 		Domain:  r.domain,
 		Cluster: r.self,
 		Reason:  fencestate.ReasonNoAnswerYet,
-		Message: fmt.Sprintf("cluster %s has no answer from the fence authority yet; it does not act as holder until it has one", describe(r.self)),
+		Message: fmt.Sprintf("cluster %s has no answer from the fence authority yet; it does not act as holder until it has one", r.self.Describe()),
 	}
 }
 
@@ -62,13 +62,13 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 	case refusedAcquiring:
 		s.Status, s.LastSuccessNS = fencestate.Acquiring, sent.UnixNano()
 		s.Message = fmt.Sprintf("cluster %s is taking the fence over from %s; it becomes active when %s releases the fence or its lease ends (in about %s)",
-			describe(r.self), describe(a.holder), a.holder.Name, a.retryAfter)
+			r.self.Describe(), a.holder.Describe(), a.holder.Name, a.retryAfter)
 		return s, sent.Add(stale)
 	case refusedPermission:
 		// No answer about the fence: the last one stays the last.
 		s.Status, s.Holder = fencestate.Unknown, cur.Holder
 		s.Message = fmt.Sprintf("the fence authority refuses identity %q: %s. Cluster %s does not act as holder until the authority's authorization file lets this identity declare as %s",
-			a.identity, statusMessage(a.err), describe(r.self), r.self.Name)
+			a.identity, statusMessage(a.err), r.self.Describe(), r.self.Name)
 		return s, time.Time{}
 	case refusedRestored:
 		// Until a generation is adopted or the epoch raised: no expiry.
@@ -79,7 +79,7 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 		// A step refusal reaches this only when no epoch was accepted
 		// before to go back to (see epochs).
 		s.Status, s.Holder, s.LastSuccessNS = fencestate.Unknown, cur.Holder, sent.UnixNano()
-		s.Message = fmt.Sprintf("the fence authority refused cluster %s's declaration, which does not act as holder: %s", describe(r.self), statusMessage(a.err))
+		s.Message = fmt.Sprintf("the fence authority refused cluster %s's declaration, which does not act as holder: %s", r.self.Describe(), statusMessage(a.err))
 		return s, time.Time{}
 	case unsupported:
 		s.Status, s.Holder = fencestate.Unsupported, fencestate.Cluster{}
@@ -95,7 +95,7 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 		return cur, curExpires
 	default:
 		s.Status, s.Holder = fencestate.Unknown, cur.Holder
-		s.Message = fmt.Sprintf("the fence authority answered with an error that is not a fence status, so cluster %s does not act as holder: %s", describe(r.self), statusMessage(a.err))
+		s.Message = fmt.Sprintf("the fence authority answered with an error that is not a fence status, so cluster %s does not act as holder: %s", r.self.Describe(), statusMessage(a.err))
 		return s, time.Time{}
 	}
 }
@@ -106,7 +106,7 @@ func (r rules) granted(s fencestate.State, a answer, sent, now time.Time) (fence
 	s.LastSuccessNS = sent.UnixNano()
 	if a.holder.UID != r.self.UID {
 		s.Status, s.Reason = fencestate.Unknown, fencestate.ReasonUnexpectedError
-		s.Message = fmt.Sprintf("the fence authority granted the fence but named %s (uid %s) as holder instead of this cluster (uid %s); this cluster does not act as holder", describe(a.holder), a.holder.UID, r.self.UID)
+		s.Message = fmt.Sprintf("the fence authority granted the fence but named %s (uid %s) as holder instead of this cluster (uid %s); this cluster does not act as holder", a.holder.Describe(), a.holder.UID, r.self.UID)
 		return s, time.Time{}
 	}
 	validUntil := sent.Add(a.leaseTTL - r.margin)
@@ -128,7 +128,7 @@ func (r rules) regressedMessage(a answer) string {
 		fix = fmt.Sprintf("set its epoch to at least %d", a.highestEpoch)
 	}
 	return fmt.Sprintf("cluster %s declared epoch %d, but the same cluster (uid %s) declared %s before: it was restored from a backup or its epoch was lowered. It stays fenced; %s, and above the holder's (%s) to take the fence over. Authority: %s",
-		r.self.Name, r.self.Epoch, r.self.UID, before, fix, describe(a.holder), statusMessage(a.err))
+		r.self.Name, r.self.Epoch, r.self.UID, before, fix, a.holder.Describe(), statusMessage(a.err))
 }
 
 // restoredMessage explains CLUSTER_RESTORED and what to do about it.
@@ -140,7 +140,7 @@ func (r rules) restoredMessage(a answer) string {
 	return fmt.Sprintf("cluster %s presents %s: this control plane looks restored from a backup of %s, and it admits nothing. "+
 		"If this copy should take over, fail over to it (fencegate failover --to %s raises its epoch); otherwise remove it. "+
 		"It declares again at every heartbeat, and recovers by itself once it learns the current generation (from the Fence status its healthy peers write) or its epoch is raised. Authority: %s",
-		describe(r.self), generation, r.self.Name, r.self.Name, statusMessage(a.err))
+		r.self.Describe(), generation, r.self.Name, r.self.Name, statusMessage(a.err))
 }
 
 // epochRefusal is the EpochRefusal of a's refusal of epoch refused for its
@@ -164,13 +164,13 @@ func (r rules) epochRefusal(a answer, refused, accepted uint64) *fencestate.Epoc
 
 func (r rules) fencedMessage(a answer) string {
 	if a.fenceReason == rpctypes.FenceReasonRevoked {
-		return fmt.Sprintf("cluster %s's lease of the fence was revoked: it stops acting as holder and releases the fence. Authority: %s", describe(r.self), statusMessage(a.err))
+		return fmt.Sprintf("cluster %s's lease of the fence was revoked: it stops acting as holder and releases the fence. Authority: %s", r.self.Describe(), statusMessage(a.err))
 	}
 	if a.holder.UID == r.self.UID {
-		return fmt.Sprintf("cluster %s held the fence, but a cluster with a higher epoch is taking it over: this cluster stops acting as holder and releases the fence. To keep it active instead, raise its epoch above the new one", describe(r.self))
+		return fmt.Sprintf("cluster %s held the fence, but a cluster with a higher epoch is taking it over: this cluster stops acting as holder and releases the fence. To keep it active instead, raise its epoch above the new one", r.self.Describe())
 	}
 	return fmt.Sprintf("cluster %s is fenced: %s holds the fence (or a takeover by a higher epoch is pending). Components cannot be changed here; to make this cluster active, raise its epoch above %d",
-		describe(r.self), describe(a.holder), max(a.holder.Epoch, r.self.Epoch))
+		r.self.Describe(), a.holder.Describe(), max(a.holder.Epoch, r.self.Epoch))
 }
 
 // expired is the state once cur has gone unrenewed past its expiry. It
@@ -180,11 +180,11 @@ func (r rules) expired(cur fencestate.State) fencestate.State {
 	if cur.Status == fencestate.Active {
 		s.Reason = fencestate.ReasonLeaseExpired
 		s.Message = fmt.Sprintf("the fence lease of cluster %s ran out at %s without renewal; it no longer acts as holder. %s",
-			describe(cur.Cluster), time.Unix(0, cur.ValidUntilNS).UTC().Format(time.RFC3339Nano), lastAnswer(cur))
+			cur.Cluster.Describe(), time.Unix(0, cur.ValidUntilNS).UTC().Format(time.RFC3339Nano), lastAnswer(cur))
 		return s
 	}
 	s.Reason = fencestate.ReasonAuthorityUnreachable
-	s.Message = fmt.Sprintf("the last fence status of cluster %s (%s) is too old to rely on. %s", describe(cur.Cluster), cur.Status, lastAnswer(cur))
+	s.Message = fmt.Sprintf("the last fence status of cluster %s (%s) is too old to rely on. %s", cur.Cluster.Describe(), cur.Status, lastAnswer(cur))
 	return s
 }
 
@@ -196,7 +196,7 @@ func (r rules) shuttingDown(cur fencestate.State) fencestate.State {
 		Status: fencestate.Unknown, Domain: r.domain, Cluster: cur.Cluster, Holder: cur.Holder, LastSuccessNS: cur.LastSuccessNS,
 		Reason: fencestate.ReasonShuttingDown,
 		Message: fmt.Sprintf("the fence agent of cluster %s (instance %s) has stopped: this process is shutting down, gives its lease up and no longer acts as holder",
-			describe(cur.Cluster), r.instance),
+			cur.Cluster.Describe(), r.instance),
 	}
 }
 
@@ -204,9 +204,9 @@ func (r rules) shuttingDown(cur fencestate.State) fencestate.State {
 // change from one failed call to the next.
 func unknownMessage(s fencestate.State) string {
 	if s.Reason == fencestate.ReasonNoAnswerYet {
-		return fmt.Sprintf("cluster %s has no answer from the fence authority yet", describe(s.Cluster))
+		return fmt.Sprintf("cluster %s has no answer from the fence authority yet", s.Cluster.Describe())
 	}
-	return fmt.Sprintf("the fence status of cluster %s is unknown (%s). %s", describe(s.Cluster), s.Reason, lastAnswer(s))
+	return fmt.Sprintf("the fence status of cluster %s is unknown (%s). %s", s.Cluster.Describe(), s.Reason, lastAnswer(s))
 }
 
 func lastAnswer(s fencestate.State) string {

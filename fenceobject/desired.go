@@ -117,13 +117,13 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 
 	enforced := metav1.Condition{Type: fencegatev1alpha1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: st.ObservedGeneration}
 	lagging := laggingInstances(EntryOf("", s), in.Instances, in.Live)
-	marked := in.Marks.Started && in.Marks.Key == controller.KeyOf(s) && in.Marks.Pending == 0
+	marked := in.Marks.Started && in.Marks.Key == s.Key() && in.Marks.Pending == 0
 	switch {
 	case len(lagging) > 0 || !marked:
 		enforced.Status = metav1.ConditionFalse
 		enforced.Message = notEnforcedMessage(s, lagging, marked, len(in.Live))
 	default:
-		enforced.Message = fmt.Sprintf("every fencegate replica (%d) answers admission from this state (%s) and the controller has marked every Component for it", len(in.Live), describe(s))
+		enforced.Message = fmt.Sprintf("every fencegate replica (%d) answers admission from this state (%s) and the controller has marked every Component for it", len(in.Live), s.Key())
 		// The counts are those of marks made for this state only once
 		// every Component has one: midway they mix two states.
 		st.Components = &fencegatev1alpha1.FenceComponents{
@@ -244,7 +244,7 @@ func epochAccepted(s fencestate.State, row stateConditions, target uint64, gener
 		c.Message = fmt.Sprintf("the epoch asked for, %d (max(--epoch, spec.epoch)), is below epoch %d that this cluster already declares: an epoch only rises, so the cluster goes on declaring %d. Set spec.epoch to %d or more (a Fence made again by hand starts below it)", target, declared, declared, declared)
 	case target > declared || row.epoch == metav1.ConditionUnknown:
 		c.Status, c.Reason = metav1.ConditionUnknown, fencegatev1alpha1.ReasonEpochPending
-		c.Message = fmt.Sprintf("the fence authority has not accepted epoch %d yet; this cluster's fence state: %s (%s)", target, describe(s), row.reason)
+		c.Message = fmt.Sprintf("the fence authority has not accepted epoch %d yet; this cluster's fence state: %s (%s)", target, s.Key(), row.reason)
 	case row.epoch == metav1.ConditionFalse:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, row.reason, s.Message
 	default:
@@ -264,9 +264,7 @@ func EntryOf(instance string, s fencestate.State) fencegatev1alpha1.FenceInstanc
 		Token:             int64(s.Token),             //nolint:gosec // tokens are etcd revisions, far below 2^63
 		ClusterGeneration: int64(s.ClusterGeneration), //nolint:gosec // generations are far below 2^63
 	}
-	if s.Holder.Name != "" {
-		e.Holder = fmt.Sprintf("%s@%d", s.Holder.Name, s.Holder.Epoch)
-	}
+	e.Holder = s.Key().HolderRef()
 	return e
 }
 
@@ -306,23 +304,17 @@ func notEnforcedMessage(s fencestate.State, lagging []string, marked bool, live 
 	if !marked {
 		parts = append(parts, "the controller is re-marking the Components for it")
 	}
-	return fmt.Sprintf("this cluster is not enforcing its fence state (%s) everywhere yet: %s", describe(s), strings.Join(parts, ", and "))
+	return fmt.Sprintf("this cluster is not enforcing its fence state (%s) everywhere yet: %s", s.Key(), strings.Join(parts, ", and "))
 }
 
-// describe names a fence state in a message.
-func describe(s fencestate.State) string {
-	return describeEntry(EntryOf("", s))
-}
-
+// describeEntry names the state an entry applies, as fencestate.Key does;
+// an entry whose holder does not read back (edited by hand) says so.
 func describeEntry(e fencegatev1alpha1.FenceInstance) string {
-	d := fmt.Sprintf("%s at epoch %d", e.State, e.Epoch)
-	if e.Holder != "" {
-		d += ", holder " + e.Holder
+	k := fencestate.Key{Status: fencestate.Status(e.State), Epoch: uint64(e.Epoch), Token: uint64(e.Token)} //nolint:gosec // written from uint64s
+	if err := k.ParseHolderRef(e.Holder); err != nil {
+		return fmt.Sprintf("%s (%v)", k, err)
 	}
-	if e.Token != 0 {
-		d += fmt.Sprintf(", token %d", e.Token)
-	}
-	return d
+	return k.String()
 }
 
 // setCondition is meta.SetStatusCondition with an injected time.

@@ -29,7 +29,7 @@ var (
 func inputs(s fencestate.State, live ...string) fenceobject.Inputs {
 	in := fenceobject.Inputs{
 		State: s, Message: "the policies' words", TargetEpoch: s.Cluster.Epoch, Generation: 3,
-		Live: live, Marks: controller.MarkProgress{Started: true, Key: controller.KeyOf(s), Held: 1, Total: 4}, Now: t0,
+		Live: live, Marks: controller.MarkProgress{Started: true, Key: s.Key(), Held: 1, Total: 4}, Now: t0,
 	}
 	for _, name := range live {
 		in.Instances = append(in.Instances, fenceobject.EntryOf(name, s))
@@ -138,7 +138,7 @@ func TestDesired(t *testing.T) {
 		},
 		"marks made for another state do not count": {
 			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.Marks.Key = controller.KeyOf(fenced) },
+			change:  func(in *fenceobject.Inputs) { in.Marks.Key = fenced.Key() },
 			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
 		},
 		"no marks at all": {

@@ -18,7 +18,6 @@ import (
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
-	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 )
@@ -42,11 +41,11 @@ const (
 type statusWriter struct {
 	k *Keeper
 	// asked is the fence state whose GetFence answer view is.
-	asked    *controller.MarkKey
+	asked    *fencestate.Key
 	view     *AuthorityView
 	lastSave time.Time
 	// enforcedKey is the state Enforced was last True for.
-	enforcedKey *controller.MarkKey
+	enforcedKey *fencestate.Key
 	// seenTarget is the epoch asked for when last looked at; raisedAt is
 	// when it rose to raisedTo, until that failover completes.
 	seenTarget uint64
@@ -110,7 +109,7 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 	if !ok {
 		return time.Time{}
 	}
-	key := controller.KeyOf(state)
+	key := state.Key()
 	if s.asked == nil || *s.asked != key {
 		s.view = s.askAuthority(ctx, state)
 		s.asked = &key
@@ -154,7 +153,7 @@ func (s *statusWriter) observe(epoch, target uint64, st fencegatev1alpha1.Cluste
 	}
 	holding := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionHolding)
 	enforced := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionEnforced)
-	key := controller.MarkKey{}
+	key := fencestate.Key{}
 	if s.asked != nil {
 		key = *s.asked
 	}
