@@ -6,12 +6,11 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/internal/ssa"
 )
 
 // FieldManager is the field manager of the status fields the controller
@@ -43,11 +42,7 @@ func applyStatus(comp *fencegatev1alpha1.Component, desired fencegatev1alpha1.Co
 		// while held; leaving it out would leave them in place.
 		status["access"] = []any{}
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	u.SetGroupVersionKind(fencegatev1alpha1.GroupVersion.WithKind("Component"))
-	u.SetNamespace(comp.Namespace)
-	u.SetName(comp.Name)
-	return client.ApplyConfigurationFromUnstructured(u), nil
+	return ssa.StatusConfiguration(fencegatev1alpha1.GroupVersion.WithKind("Component"), client.ObjectKeyFromObject(comp), status)
 }
 
 // removeSharedConditions removes from comp's live status the conditions
@@ -59,26 +54,14 @@ func applyStatus(comp *fencegatev1alpha1.Component, desired fencegatev1alpha1.Co
 // Each removal first tests the condition's type, so a status that changed
 // since it was read fails the patch instead of losing another condition.
 func (r *Reconciler) removeSharedConditions(ctx context.Context, comp *fencegatev1alpha1.Component, desired fencegatev1alpha1.ComponentStatus) error {
-	var ops []map[string]any
-	for i := len(comp.Status.Conditions) - 1; i >= 0; i-- {
-		c := comp.Status.Conditions[i]
-		if meta.FindStatusCondition(desired.Conditions, c.Type) != nil || !ownedByOthers(comp, c.Type) {
-			continue
+	var drop []ssa.Item
+	for i, c := range comp.Status.Conditions {
+		if meta.FindStatusCondition(desired.Conditions, c.Type) == nil && ownedByOthers(comp, c.Type) {
+			drop = append(drop, ssa.Item{Index: i, Key: c.Type})
 		}
-		path := fmt.Sprintf("/status/conditions/%d", i)
-		ops = append(ops,
-			map[string]any{"op": "test", "path": path + "/type", "value": c.Type},
-			map[string]any{"op": "remove", "path": path})
 	}
-	if len(ops) == 0 {
-		return nil
-	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		return fmt.Errorf("encode the conditions to remove: %w", err)
-	}
-	if err := r.client.Status().Patch(ctx, comp, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("remove the conditions fencegate no longer sets from %s/%s: %w", comp.Namespace, comp.Name, err)
+	if err := ssa.RemoveListItems(ctx, r.client, comp, "/status/conditions", "type", drop, FieldManager); err != nil {
+		return fmt.Errorf("remove the conditions fencegate no longer sets: %w", err)
 	}
 	return nil
 }

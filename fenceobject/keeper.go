@@ -2,14 +2,13 @@ package fenceobject
 
 import (
 	"context"
-	"fmt"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/internal/runnable"
+	"github.com/fencegate/fencegate/internal/ssa"
 )
 
 // Keeper keeps one domain's Fence object in this cluster: its Instance
@@ -42,31 +41,13 @@ func New(opts Options) (*Keeper, error) {
 }
 
 // Instance is the runnable of every replica (see the package comment).
-func (k *Keeper) Instance() manager.Runnable { return everyReplica(k.runInstance) }
+func (k *Keeper) Instance() manager.Runnable { return runnable.EveryReplica(k.runInstance) }
 
 // Status is the runnable of the elected leader (see the package comment).
 func (k *Keeper) Status() manager.Runnable { return manager.RunnableFunc(k.runStatus) }
 
-// everyReplica is a runnable that needs no leadership.
-type everyReplica func(ctx context.Context) error
-
-func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
-
-// NeedLeaderElection tells the manager to run it on every replica.
-func (everyReplica) NeedLeaderElection() bool { return false }
-
 // applyStatus applies status (what one field manager owns of it) to the
 // domain's Fence.
 func (k *Keeper) applyStatus(ctx context.Context, status any, manager string) error {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
-	if err != nil {
-		return fmt.Errorf("encode the Fence status to apply: %w", err)
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{"status": u}}
-	obj.SetGroupVersionKind(fencegatev1alpha1.GroupVersion.WithKind("Fence"))
-	obj.SetName(k.opts.Domain)
-	if err := k.opts.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(manager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply the status of Fence %q as %s: %w", k.opts.Domain, manager, err)
-	}
-	return nil
+	return ssa.ApplyStatus(ctx, k.opts.Client, fencegatev1alpha1.GroupVersion.WithKind("Fence"), client.ObjectKey{Name: k.opts.Domain}, status, manager)
 }

@@ -2,7 +2,6 @@ package fenceobject
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +18,7 @@ import (
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
+	"github.com/fencegate/fencegate/internal/ssa"
 )
 
 // Timing of the leader's status writes.
@@ -239,26 +238,14 @@ func (s *statusWriter) instances(ctx context.Context, f *fencegatev1alpha1.Fence
 // that first tests each entry's name, so that a list that changed since it
 // was read fails the patch instead of losing another entry.
 func (s *statusWriter) prune(ctx context.Context, f *fencegatev1alpha1.Fence, live []string) error {
-	var ops []map[string]any
-	for i := len(f.Status.Instances) - 1; i >= 0; i-- {
-		name := f.Status.Instances[i].Name
-		if slices.Contains(live, name) {
-			continue
+	var gone []ssa.Item
+	for i, e := range f.Status.Instances {
+		if !slices.Contains(live, e.Name) {
+			gone = append(gone, ssa.Item{Index: i, Key: e.Name})
 		}
-		path := fmt.Sprintf("/status/instances/%d", i)
-		ops = append(ops,
-			map[string]any{"op": "test", "path": path + "/name", "value": name},
-			map[string]any{"op": "remove", "path": path})
 	}
-	if len(ops) == 0 {
-		return nil
-	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		return fmt.Errorf("encode the entries to prune: %w", err)
-	}
-	if err := s.k.opts.Client.Status().Patch(ctx, f, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("prune the entries of gone instances from Fence %q: %w", f.Name, err)
+	if err := ssa.RemoveListItems(ctx, s.k.opts.Client, f, "/status/instances", "name", gone, FieldManager); err != nil {
+		return fmt.Errorf("prune the entries of gone instances: %w", err)
 	}
 	return nil
 }

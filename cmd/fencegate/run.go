@@ -33,6 +33,7 @@ import (
 	"github.com/fencegate/fencegate/fenceobject"
 	"github.com/fencegate/fencegate/internal/envflag"
 	"github.com/fencegate/fencegate/internal/notify"
+	"github.com/fencegate/fencegate/internal/runnable"
 	"github.com/fencegate/fencegate/internal/webhookcerts"
 	"github.com/fencegate/fencegate/webhook"
 )
@@ -403,7 +404,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	// The engine, the agent and the webhook run on every replica: each one
 	// answers admission requests from its own view of the fence. Only the
 	// controller needs the leader.
-	for _, r := range []everyReplica{
+	for _, r := range []runnable.EveryReplica{
 		eng.Start,
 		agent.Start,
 		changes.Start,
@@ -501,12 +502,3 @@ func (o *runOptions) addWebhookCerts(mgr manager.Manager, logger logr.Logger) (<
 	}
 	return ready, nil
 }
-
-// everyReplica is a manager runnable that runs on every replica, not only
-// on the elected leader.
-type everyReplica func(ctx context.Context) error
-
-func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
-
-// NeedLeaderElection tells the manager to run it without leadership.
-func (everyReplica) NeedLeaderElection() bool { return false }
