@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/authority/statemachine"
+	"github.com/fencegate/fencegate/internal/rewatch"
 )
 
 // rewatchDelay is the pause before a watch that ended is opened again.
@@ -221,28 +223,29 @@ func (r *runner) watch(ctx context.Context, side string, c Cluster, updates chan
 			return false
 		}
 	}
-	for ctx.Err() == nil {
+	loop := rewatch.Loop{Backoff: backoff.NewConstantBackOff(rewatchDelay), Clock: r.opts.Clock}
+	_ = loop.Run(ctx, func(ctx context.Context, _ func()) error {
 		w, err := c.Client.Watch(ctx, &fencegatev1alpha1.FenceList{}, client.MatchingFields{"metadata.name": r.opts.Domain})
 		if err != nil {
-			if !send(update{side: side, err: err}) {
-				return
-			}
-		} else {
-			for ev := range w.ResultChan() {
-				if f, ok := ev.Object.(*fencegatev1alpha1.Fence); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-					if !send(update{side: side, fence: f}) {
-						w.Stop()
-						return
-					}
+			return err
+		}
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if f, ok := ev.Object.(*fencegatev1alpha1.Fence); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				if !send(update{side: side, fence: f}) {
+					return ctx.Err()
 				}
 			}
-			w.Stop()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(rewatchDelay):
+		return nil
+	}, func(err error, _ bool, _ time.Duration) error {
+		// A failure to open the watch is news; a watch that ended is
+		// opened again quietly.
+		if err != nil && !send(update{side: side, err: err}) {
+			return ctx.Err()
 		}
-	}
+		return nil
+	})
 }
 
 // get reads c's Fence.

@@ -14,6 +14,7 @@ import (
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/rewatch"
 )
 
 // leaseStanding is where this instance stands with its lease on the
@@ -142,7 +143,7 @@ func newLoop(c *ClusterFence) *loop {
 		state:      c.Status(),
 		results:    make(chan result, maxInFlight),
 		releases:   make(chan error, 1),
-		retry:      newBackoff(100*time.Millisecond, c.opts.DeclareInterval),
+		retry:      rewatch.Exponential(100*time.Millisecond, c.opts.DeclareInterval),
 	}
 }
 

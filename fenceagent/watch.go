@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
-
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/internal/rewatch"
 )
 
 // Bounds of the WatchFence reconnection backoff.
@@ -21,31 +20,14 @@ const (
 // until ctx ends; a failed reconnection is counted, and only the loss of a
 // working stream is logged.
 func (c *ClusterFence) watch(ctx context.Context) {
-	retry := newBackoff(watchRetryInitial, watchRetryMax)
-	working := false
-	for {
-		err := c.watchOnce(ctx, func() {
-			if !working {
-				working = true
-				retry.Reset()
-			}
-		})
-		if ctx.Err() != nil {
-			return
-		}
+	loop := rewatch.Loop{Backoff: rewatch.Exponential(watchRetryInitial, watchRetryMax), Clock: c.opts.Clock}
+	_ = loop.Run(ctx, c.watchOnce, func(err error, worked bool, _ time.Duration) error {
 		c.metrics.watchRetries.Inc()
-		if working {
+		if worked {
 			c.log.Info("fence watch ended; reconnecting", "error", err, "note", "heartbeats go on meanwhile")
-			working = false
 		}
-		timer := c.opts.Clock.NewTimer(retry.NextBackOff())
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C():
-		}
-	}
+		return nil
+	})
 }
 
 // watchOnce follows one WatchFence stream until it fails. Every event, the
@@ -71,17 +53,4 @@ func (c *ClusterFence) watchOnce(ctx context.Context, onEvent func()) error {
 			// change too.
 		}
 	}
-}
-
-// newBackoff is an exponential backoff from initial up to maxInterval, with
-// the usual ±50 % randomisation so that agents do not retry in step.
-func newBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval:     initial,
-		RandomizationFactor: backoff.DefaultRandomizationFactor,
-		Multiplier:          2,
-		MaxInterval:         maxInterval,
-	}
-	b.Reset()
-	return b
 }

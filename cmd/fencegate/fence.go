@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,6 +19,7 @@ import (
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/internal/rewatch"
 )
 
 // fenceOptions are the flags shared by the fence subcommands.
@@ -28,15 +28,16 @@ type fenceOptions struct {
 	domain  string
 	output  string
 	timeout time.Duration
-	// clock tells how long ago things happened and how much lease is left.
-	clock clock.PassiveClock
+	// clock tells how long ago things happened and how much lease is
+	// left, and times the pause before a watch opens again.
+	clock clock.WithTicker
 }
 
 func newFenceCommand() *cobra.Command { return newFenceCommandWithClock(clock.RealClock{}) }
 
 // newFenceCommandWithClock lets tests show times against the clock of a
 // test authority.
-func newFenceCommandWithClock(clk clock.PassiveClock) *cobra.Command {
+func newFenceCommandWithClock(clk clock.WithTicker) *cobra.Command {
 	o := &fenceOptions{clock: clk}
 	cmd := &cobra.Command{
 		Use:   "fence",
@@ -316,30 +317,20 @@ func (o *fenceOptions) watchCommand() *cobra.Command {
 // watch prints events until ctx ends. When the authority goes away (a
 // restart) it watches again, and the new stream starts with a snapshot.
 func (o *fenceOptions) watch(ctx context.Context, client fencev1.FenceServiceClient, out, errOut io.Writer) error {
-	retry := backoff.NewExponentialBackOff()
-	retry.InitialInterval, retry.MaxInterval = 200*time.Millisecond, 5*time.Second
-	for {
-		err := o.watchOnce(ctx, client, out, retry)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case status.Code(err) != codes.Unavailable:
+	loop := rewatch.Loop{Backoff: rewatch.Exponential(200*time.Millisecond, 5*time.Second), Clock: o.clock}
+	return loop.Run(ctx, func(ctx context.Context, working func()) error {
+		return o.watchOnce(ctx, client, out, working)
+	}, func(err error, _ bool, wait time.Duration) error {
+		if status.Code(err) != codes.Unavailable {
 			return fmt.Errorf("watch the fence at %s: %w", o.conn.address, err)
 		}
-		wait := retry.NextBackOff()
-		if _, err := fmt.Fprintf(errOut, "authority %s unavailable (%s); watching again in %s\n",
-			o.conn.address, status.Convert(err).Message(), wait.Round(time.Millisecond)); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+		_, err = fmt.Fprintf(errOut, "authority %s unavailable (%s); watching again in %s\n",
+			o.conn.address, status.Convert(err).Message(), wait.Round(time.Millisecond))
+		return err
+	})
 }
 
-func (o *fenceOptions) watchOnce(ctx context.Context, client fencev1.FenceServiceClient, out io.Writer, retry *backoff.ExponentialBackOff) error {
+func (o *fenceOptions) watchOnce(ctx context.Context, client fencev1.FenceServiceClient, out io.Writer, working func()) error {
 	stream, err := client.WatchFence(ctx, &fencev1.WatchFenceRequest{Domain: o.domain})
 	if err != nil {
 		return err
@@ -349,7 +340,7 @@ func (o *fenceOptions) watchOnce(ctx context.Context, client fencev1.FenceServic
 		if err != nil {
 			return err
 		}
-		retry.Reset()
+		working()
 		if err := o.printEvent(out, ev); err != nil {
 			return err
 		}
