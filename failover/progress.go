@@ -65,9 +65,10 @@ type Refused struct {
 func (r *Refused) Error() string { return r.Why + ": " + r.Message }
 
 // Progress follows a failover of the fence to one cluster, from one
-// observation of the Fences to the next. It is a pure value: Observe tells
-// which steps the objects show for the first time and whether the failover
-// is done or refused.
+// observation of the Fences to the next. It does no I/O: Observe decides
+// from the Fences it is given and the steps seen before, which it records
+// in the Progress, which steps the objects show for the first time and
+// whether the failover is done or refused.
 type Progress struct {
 	// Epoch is the epoch the target was asked to declare; Generation is
 	// the target Fence's generation that asks it.
@@ -113,7 +114,7 @@ type Seen struct {
 }
 
 // Observe takes the latest Fences of the target and of the old holder (nil
-// when not followed).
+// when not followed), and records the steps they show as seen.
 func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation {
 	var o Observation
 	see := func(s Step, format string, args ...any) {
