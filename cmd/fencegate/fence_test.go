@@ -16,6 +16,7 @@ import (
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority/authoritytest"
+	"github.com/fencegate/fencegate/cmd/fencegate/internal/fenceprint"
 )
 
 // t0 is when the fence tests' clock starts: 2023-11-14T22:13:20Z.
@@ -115,24 +116,24 @@ west     uid-west   8              8           2023-11-14T22:13:22Z  2s
 	if err != nil {
 		t.Fatalf("status -o json: %v", err)
 	}
-	var got fenceView
+	var got fenceprint.FenceView
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("status -o json is not JSON: %v\n%s", err, out)
 	}
-	wantView := fenceView{
+	wantView := fenceprint.FenceView{
 		Domain: "default",
-		Holder: &holderView{
+		Holder: &fenceprint.HolderView{
 			ClusterName: "east", ClusterUID: "uid-east", Epoch: 7, Token: token,
 			AcquireTime: t0.UTC(), LeaseExpireTime: t0.Add(16 * time.Second).UTC(), LeaseRemainingSeconds: 12,
-			Instances: []instanceView{
+			Instances: []fenceprint.InstanceView{
 				{Instance: "east-1", Epoch: 7, LeaseExpireTime: t0.Add(15 * time.Second).UTC(), LeaseRemainingSeconds: 11},
 				{Instance: "east-2", Epoch: 7, LeaseExpireTime: t0.Add(16 * time.Second).UTC(), LeaseRemainingSeconds: 12},
 			},
 		},
-		Pending:         &pendingView{ClusterName: "west", ClusterUID: "uid-west", Epoch: 8, RequestTime: t0.Add(2 * time.Second).UTC()},
+		Pending:         &fenceprint.PendingView{ClusterName: "west", ClusterUID: "uid-west", Epoch: 8, RequestTime: t0.Add(2 * time.Second).UTC()},
 		LeaseTTLSeconds: 15,
 		Revision:        got.Revision,
-		Clusters: []clusterView{
+		Clusters: []fenceprint.ClusterView{
 			{ClusterName: "east", ClusterUID: "uid-east", HighestEpoch: 7, LastEpoch: 7, LastDeclareTime: t0.Add(time.Second).UTC()},
 			{ClusterName: "north", ClusterUID: "uid-north", HighestEpoch: 3, LastEpoch: 3, LastDeclareTime: t0.Add(3 * time.Second).UTC()},
 			{ClusterName: "west", ClusterUID: "uid-west", HighestEpoch: 8, LastEpoch: 8, LastDeclareTime: t0.Add(2 * time.Second).UTC()},
@@ -278,7 +279,7 @@ func TestFenceWatch(t *testing.T) {
 		"json": {output: "json", check: func(t *testing.T, lines []string) {
 			var types []string
 			for _, l := range lines {
-				var ev eventView
+				var ev fenceprint.EventView
 				if err := json.Unmarshal([]byte(l), &ev); err != nil {
 					t.Fatalf("line %q is not JSON: %v", l, err)
 				}
