@@ -299,18 +299,18 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// run wires fencegate together and runs it until ctx ends: the policy
+// engine, the fence agent, the webhook, the controller and the Fence object,
+// in one controller manager.
 func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	ctrl.SetLogger(logger)
 	cfg, err := o.restConfig()
 	if err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("register core types: %w", err)
-	}
-	if err := fencegatev1alpha1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("register fencegate types: %w", err)
+	scheme, err := newScheme()
+	if err != nil {
+		return err
 	}
 	eng, err := engine.New(engine.Options{
 		PolicyDir:  o.policyDir,
@@ -325,30 +325,85 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	instance := o.instance
-	if instance == "" {
-		instance = fenceagent.DefaultInstance()
-	}
 	authority := fencev1.NewFenceServiceClient(conn)
+	agent, agentOpts, err := o.newAgent(ctx, cfg, scheme, authority, eng, logger)
+	if err != nil {
+		return err
+	}
+	// The controller and the Fence object each follow the agent's changes.
+	changes := notify.NewFanout(agent.Changes())
+	mgr, err := o.newManager(cfg, scheme, logger)
+	if err != nil {
+		return err
+	}
+	certsReady, err := o.addWebhookCerts(mgr, logger)
+	if err != nil {
+		return err
+	}
+	if err := o.addEveryReplica(mgr, eng, agent, changes, certsReady, logger); err != nil {
+		return err
+	}
+	reconciler, err := controller.SetupWithManager(mgr, controller.Options{
+		Policy:       eng,
+		FenceChanges: changes.Subscribe(),
+		Registerer:   ctrlmetrics.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	if err := o.addFenceObject(mgr, agentOpts.Instance, eng, agent, changes, authority, reconciler.Marks(), logger); err != nil {
+		return err
+	}
+	if err := addChecks(mgr, eng, certsReady); err != nil {
+		return err
+	}
+	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", agentOpts.ClusterUID, "epoch", agentOpts.Epoch, "floorEpoch", o.epoch, "instance", agentOpts.Instance,
+		"domain", o.domain, "authority", o.authority.address, "webhook", o.webhookAddress, "policies", eng.PolicyStatus().Source)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("fencegate run: %w", err)
+	}
+	logger.Info("fencegate stopped")
+	return nil
+}
+
+// newScheme holds the core types and fencegate's.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register core types: %w", err)
+	}
+	if err := fencegatev1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register fencegate types: %w", err)
+	}
+	return scheme, nil
+}
+
+// newAgent makes the fence agent, with the options it was made with. It
+// reads the API server before the manager starts: the cluster UID (without
+// --cluster-uid) and the Fence, which it makes when missing.
+func (o *runOptions) newAgent(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, authority fencev1.FenceServiceClient, eng *engine.Engine, logger logr.Logger) (*fenceagent.ClusterFence, fenceagent.Options, error) {
 	// validate checked these settings, all but a cluster UID read from
 	// kube-system, which New checks.
 	agentOpts := o.agentOptions()
+	if agentOpts.Instance == "" {
+		agentOpts.Instance = fenceagent.DefaultInstance()
+	}
 	agentOpts.Client = authority
 	agentOpts.Writer = eng
-	agentOpts.Instance = instance
 	agentOpts.Logger = logger.WithName("fence")
+	agentOpts.Registerer = ctrlmetrics.Registry
 	// Reads before the manager starts go straight to the API server.
 	api, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return fmt.Errorf("client of the API server: %w", err)
+		return nil, agentOpts, fmt.Errorf("client of the API server: %w", err)
 	}
 	// Without --cluster-uid this reads kube-system.
 	if agentOpts.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, api, agentOpts.ClusterUID); err != nil {
-		return err
+		return nil, agentOpts, err
 	}
 	fence, err := fenceobject.Ensure(ctx, api, api, o.domain)
 	if err != nil {
-		return err
+		return nil, agentOpts, err
 	}
 	// The agent starts at the Fence's spec.epoch when that is above
 	// --epoch, so that its first declaration is not refused as a restored
@@ -358,14 +413,13 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	// the authority refuses one that presents none or an older one as a
 	// copy of the cluster restored from a backup.
 	agentOpts.ClusterGeneration = uint64(max(fence.Status.ClusterGeneration, 0))
-	agentOpts.Registerer = ctrlmetrics.Registry
 	agent, err := fenceagent.New(agentOpts)
-	if err != nil {
-		return err
-	}
-	// The controller and the Fence object each follow the agent's changes.
-	changes := notify.NewFanout(agent.Changes())
+	return agent, agentOpts, err
+}
 
+// newManager makes the controller manager, its cache narrowed to what
+// fencegate reads.
+func (o *runOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme, logger logr.Logger) (manager.Manager, error) {
 	leaderElectionNamespace := o.leaderElectionNamespace
 	if leaderElectionNamespace == "" {
 		leaderElectionNamespace = o.namespace
@@ -383,13 +437,16 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 	})
 	if err != nil {
-		return fmt.Errorf("set up the controller manager: %w", err)
+		return nil, fmt.Errorf("set up the controller manager: %w", err)
 	}
+	return mgr, nil
+}
 
-	certsReady, err := o.addWebhookCerts(mgr, logger)
-	if err != nil {
-		return err
-	}
+// addEveryReplica adds what runs on every replica: the engine, the agent
+// and the webhook (once its certificate is in place), each answering
+// admission requests from its own view of the fence. Only the controller
+// needs the leader.
+func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, agent *fenceagent.ClusterFence, changes *notify.Fanout, certsReady <-chan struct{}, logger logr.Logger) error {
 	server, err := webhook.New(webhook.Options{
 		Addr:       o.webhookAddress,
 		CertDir:    o.webhookCertDir,
@@ -400,10 +457,6 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-
-	// The engine, the agent and the webhook run on every replica: each one
-	// answers admission requests from its own view of the fence. Only the
-	// controller needs the leader.
 	for _, r := range []runnable.EveryReplica{
 		eng.Start,
 		agent.Start,
@@ -421,14 +474,12 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 			return fmt.Errorf("add to the manager: %w", err)
 		}
 	}
-	reconciler, err := controller.SetupWithManager(mgr, controller.Options{
-		Policy:       eng,
-		FenceChanges: changes.Subscribe(),
-		Registerer:   ctrlmetrics.Registry,
-	})
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// addFenceObject adds the domain's Fence object: every replica reports what
+// it applies, the leader writes the rest.
+func (o *runOptions) addFenceObject(mgr manager.Manager, instance string, eng *engine.Engine, agent *fenceagent.ClusterFence, changes *notify.Fanout, authority fencev1.FenceServiceClient, marks *controller.Marks, logger logr.Logger) error {
 	keeper, err := fenceobject.New(fenceobject.Options{
 		Client:        mgr.GetClient(),
 		Cache:         mgr.GetCache(),
@@ -441,7 +492,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		Agent:         agent,
 		Authority:     authority,
 		Policy:        eng,
-		Marks:         reconciler.Marks(),
+		Marks:         marks,
 		LeaseDuration: o.instanceLease,
 		Logger:        logger.WithName("fence-object"),
 		Registerer:    ctrlmetrics.Registry,
@@ -449,12 +500,17 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Every replica reports what it applies; the leader writes the rest.
 	for _, r := range []manager.Runnable{keeper.Instance(), keeper.Status()} {
 		if err := mgr.Add(r); err != nil {
 			return fmt.Errorf("add to the manager: %w", err)
 		}
 	}
+	return nil
+}
+
+// addChecks adds the health and readiness checks: ready once the policies
+// and the fence are loaded and the webhook's certificate is in place.
+func addChecks(mgr manager.Manager, eng *engine.Engine, certsReady <-chan struct{}) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
 	}
@@ -464,13 +520,6 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err := mgr.AddReadyzCheck("webhook-certificates", webhookcerts.ReadyCheck(certsReady)); err != nil {
 		return fmt.Errorf("add readiness check: %w", err)
 	}
-
-	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", agentOpts.ClusterUID, "epoch", agentOpts.Epoch, "floorEpoch", o.epoch, "instance", instance,
-		"domain", o.domain, "authority", o.authority.address, "webhook", o.webhookAddress, "policies", eng.PolicyStatus().Source)
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("fencegate run: %w", err)
-	}
-	logger.Info("fencegate stopped")
 	return nil
 }
 
