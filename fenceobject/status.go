@@ -46,10 +46,9 @@ type statusWriter struct {
 	// enforcedKey is the state Enforced was last True for.
 	enforcedKey *fencestate.Key
 	// seenTarget is the epoch asked for when last looked at; raisedAt is
-	// when it rose to raisedTo, until that failover completes.
+	// when it last rose, until the failover to it completes.
 	seenTarget uint64
 	raisedAt   time.Time
-	raisedTo   uint64
 	failing    map[string]bool
 	// failed is set when something failed in the current sync.
 	failed bool
@@ -114,7 +113,7 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 		s.asked = &key
 	}
 	now := o.Clock.Now()
-	live, wake := s.instances(ctx, &f, now)
+	live, wake := s.pruneGoneInstances(ctx, &f, now)
 	message := state.Message
 	if d, err := o.Policy.Reconcile(ctx, map[string]any{}); s.report("ask the policies for the fence's message", err) {
 		message = d.Message
@@ -148,7 +147,7 @@ func (s *statusWriter) observe(epoch, target uint64, st fencegatev1alpha1.Cluste
 	case s.seenTarget == 0:
 		s.seenTarget = target
 	case target > s.seenTarget:
-		s.seenTarget, s.raisedAt, s.raisedTo = target, o.Clock.Now(), target
+		s.seenTarget, s.raisedAt = target, o.Clock.Now()
 	}
 	holding := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionHolding)
 	enforced := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionEnforced)
@@ -160,7 +159,7 @@ func (s *statusWriter) observe(epoch, target uint64, st fencegatev1alpha1.Cluste
 		s.enforcedKey = &key
 		o.Logger.Info("fence state enforced", "fence", o.Domain, "state", st.State, "epoch", st.Epoch, "token", st.Token, "components", ptr.Deref(st.Components, fencegatev1alpha1.FenceComponents{}).Summary)
 	}
-	if !s.raisedAt.IsZero() && holding && enforced && epoch >= s.raisedTo {
+	if !s.raisedAt.IsZero() && holding && enforced && epoch >= s.seenTarget {
 		took := o.Clock.Since(s.raisedAt)
 		s.k.metrics.failover.Observe(took.Seconds())
 		o.Logger.Info("failover to this cluster complete: holding and enforced", "fence", o.Domain, "epoch", epoch, "took", took.String())
@@ -194,10 +193,11 @@ func (s *statusWriter) askAuthority(ctx context.Context, state fencestate.State)
 	return view
 }
 
-// instances returns the names of the instances that run (their Lease has
-// not ended; this one always runs), prunes the entries and Leases of the
-// others, and returns when the first running Lease ends.
-func (s *statusWriter) instances(ctx context.Context, f *fencegatev1alpha1.Fence, now time.Time) ([]string, time.Time) {
+// pruneGoneInstances deletes the Leases and prunes the entries of the
+// instances that no longer run (their Lease ended), and returns the names
+// of those that run (this one always does) and when the first running
+// Lease ends.
+func (s *statusWriter) pruneGoneInstances(ctx context.Context, f *fencegatev1alpha1.Fence, now time.Time) ([]string, time.Time) {
 	o := s.k.opts
 	var leases coordinationv1.LeaseList
 	if err := o.Client.List(ctx, &leases, client.InNamespace(o.Namespace), client.MatchingLabels{LabelDomain: o.Domain}); !s.report("list the instances' Leases", err) {
