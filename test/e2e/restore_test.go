@@ -31,7 +31,10 @@ func TestRestoredClusterAdmitsNothing(t *testing.T) {
 	defer cancel()
 	s := stack.StartForTest(t, ctx, stack.Options{
 		Clusters:       []stack.ClusterSpec{{Name: "east", Epoch: 1}},
-		LeaseTTL:       4 * time.Second,
+		// Two control planes and their fencegates share the machine: a
+		// lease of 6 s (valid 4 s past each declaration, less the agent's
+		// margin) keeps a slow heartbeat from ending east's.
+		LeaseTTL:       6 * time.Second,
 		InstanceLease:  3 * time.Second,
 		MTLS:           true,
 		AuthorityFlags: []string{"--cluster-generation-period", generationPeriod.String()},
