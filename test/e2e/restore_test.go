@@ -30,7 +30,7 @@ func TestRestoredClusterAdmitsNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := stack.StartForTest(t, ctx, stack.Options{
-		Clusters:       []stack.ClusterSpec{{Name: "east", Epoch: 1}},
+		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}},
 		// Two control planes and their fencegates share the machine: a
 		// lease of 6 s (valid 4 s past each declaration, less the agent's
 		// margin) keeps a slow heartbeat from ending east's.
