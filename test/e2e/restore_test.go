@@ -29,11 +29,11 @@ const generationPeriod = 2 * time.Second
 func TestRestoredClusterAdmitsNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// Two control planes and their fencegates share the machine: a lease
+	// of 6 s (valid 4 s past each declaration, less the agent's margin)
+	// keeps a slow heartbeat from ending east's.
 	s := stack.StartForTest(t, ctx, stack.Options{
-		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}},
-		// Two control planes and their fencegates share the machine: a
-		// lease of 6 s (valid 4 s past each declaration, less the agent's
-		// margin) keeps a slow heartbeat from ending east's.
+		Clusters:       []stack.ClusterSpec{{Name: "east", Epoch: 1}},
 		LeaseTTL:       6 * time.Second,
 		InstanceLease:  3 * time.Second,
 		MTLS:           true,
