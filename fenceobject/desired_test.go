@@ -1,6 +1,7 @@
 package fenceobject_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,9 +33,52 @@ func inputs(s fencestate.State, live ...string) fenceobject.Inputs {
 		Live: live, Marks: controller.MarkProgress{Started: true, Key: s.Key(), Held: 1, Total: 4}, Now: t0,
 	}
 	for _, name := range live {
-		in.Instances = append(in.Instances, fenceobject.EntryOf(name, s))
+		in.Instances = append(in.Instances, entry(name, s))
 	}
 	return in
+}
+
+// entry is the entry of status.instances of an instance that applies s,
+// written out here rather than taken from EntryOf, the function Desired
+// compares entries with (TestEntryOf checks that one).
+func entry(name string, s fencestate.State) fencegatev1alpha1.FenceInstance {
+	e := fencegatev1alpha1.FenceInstance{
+		Name: name, State: string(s.Status), Epoch: int64(s.Cluster.Epoch), Token: int64(s.Token),
+		ClusterGeneration: int64(s.ClusterGeneration),
+	}
+	if s.Holder.Name != "" {
+		e.Holder = fmt.Sprintf("%s@%d", s.Holder.Name, s.Holder.Epoch)
+	}
+	return e
+}
+
+// TestEntryOf: an instance's entry says the state it applies and the
+// generation its agent presents, in literal terms.
+func TestEntryOf(t *testing.T) {
+	tests := map[string]struct {
+		state fencestate.State
+		want  fencegatev1alpha1.FenceInstance
+	}{
+		"active": {
+			state: active,
+			want:  fencegatev1alpha1.FenceInstance{Name: "west-a", State: "active", Epoch: 2, Holder: "west@2", Token: 42},
+		},
+		"fenced, with a generation": {
+			state: func() fencestate.State { s := fenced; s.ClusterGeneration = 7; return s }(),
+			want:  fencegatev1alpha1.FenceInstance{Name: "west-a", State: "fenced", Epoch: 1, Holder: "west@2", ClusterGeneration: 7},
+		},
+		"no holder known": {
+			state: fencestate.State{Status: fencestate.Unknown, Cluster: east},
+			want:  fencegatev1alpha1.FenceInstance{Name: "west-a", State: "unknown", Epoch: 1},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := fenceobject.EntryOf("west-a", tc.state); !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("EntryOf: %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }
 
 func condition(st fencegatev1alpha1.ClusterFenceStatus, typ string) metav1.Condition {
@@ -55,7 +99,7 @@ func TestDesired(t *testing.T) {
 	restored := fencestate.State{Status: fencestate.Unknown, Domain: "default", Cluster: east, Reason: rpctypes.ReasonClusterRestored, ClusterGeneration: 4, LastSuccessNS: t0.UnixNano()}
 	withGeneration := func(name string, s fencestate.State, g uint64) fencegatev1alpha1.FenceInstance {
 		s.ClusterGeneration = g
-		return fenceobject.EntryOf(name, s)
+		return entry(name, s)
 	}
 	tests := map[string]struct {
 		// old is the status before; empty unless set.
@@ -107,7 +151,7 @@ func TestDesired(t *testing.T) {
 		"a replica that applies another state holds Enforced back": {
 			in: inputs(active, "west-a", "west-b"),
 			change: func(in *fenceobject.Inputs) {
-				in.Instances[1] = fenceobject.EntryOf("west-b", fencestate.State{Status: fencestate.Acquiring, Cluster: west, Holder: east})
+				in.Instances[1] = entry("west-b", fencestate.State{Status: fencestate.Acquiring, Cluster: west, Holder: east})
 			},
 			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
 			messages: []string{"1 of 2 fencegate replicas do not apply it yet", "west-b still applies acquiring at epoch 2, holder east@1"},
@@ -126,7 +170,7 @@ func TestDesired(t *testing.T) {
 		"the entry of a replica that is gone does not": {
 			in: inputs(active, "west-a"),
 			change: func(in *fenceobject.Inputs) {
-				in.Instances = append(in.Instances, fenceobject.EntryOf("west-gone", fenced))
+				in.Instances = append(in.Instances, entry("west-gone", fenced))
 			},
 			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
 		},
