@@ -35,8 +35,8 @@ func New(opts Options) (*Keeper, error) {
 	return &Keeper{
 		opts:            opts,
 		metrics:         m,
-		instanceChanges: opts.Changes.Subscribe(),
-		statusChanges:   opts.Changes.Subscribe(),
+		instanceChanges: opts.SubscribeChanges(),
+		statusChanges:   opts.SubscribeChanges(),
 	}, nil
 }
 

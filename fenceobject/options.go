@@ -48,9 +48,10 @@ type Options struct {
 	// Fence returns the fence state this process's policies see (the
 	// engine's): what its webhook answers from.
 	Fence func() (fencestate.State, bool)
-	// Changes signals every change of Fence's state (the agent's Changes,
-	// fanned out); New subscribes to it.
-	Changes *notify.Fanout
+	// SubscribeChanges returns a channel that hears every change of
+	// Fence's state (one of the agent's Changes, fanned out); New takes
+	// two, one for each runnable.
+	SubscribeChanges func() <-chan struct{}
 	// Agent takes the epoch to declare when spec.epoch changes, and the
 	// cluster generation the Fence's status keeps.
 	Agent Agent
@@ -118,7 +119,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Client == nil || o.Cache == nil {
 		errs = append(errs, errors.New("no Kubernetes client or cache: pass the manager's"))
 	}
-	if o.Fence == nil || o.Changes == nil || o.Agent == nil {
+	if o.Fence == nil || o.SubscribeChanges == nil || o.Agent == nil {
 		errs = append(errs, errors.New("no fence state: pass the engine's Fence, the agent and its change signal"))
 	}
 	if o.Authority == nil || o.Policy == nil || o.Marks == nil {

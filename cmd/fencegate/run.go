@@ -481,21 +481,21 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, ag
 // it applies, the leader writes the rest.
 func (o *runOptions) addFenceObject(mgr manager.Manager, instance string, eng *engine.Engine, agent *fenceagent.ClusterFence, changes *notify.Fanout, authority fencev1.FenceServiceClient, marks *controller.Marks, logger logr.Logger) error {
 	keeper, err := fenceobject.New(fenceobject.Options{
-		Client:        mgr.GetClient(),
-		Cache:         mgr.GetCache(),
-		Domain:        o.domain,
-		Namespace:     o.namespace,
-		Instance:      instance,
-		FloorEpoch:    o.epoch,
-		Fence:         eng.Fence,
-		Changes:       changes,
-		Agent:         agent,
-		Authority:     authority,
-		Policy:        eng,
-		Marks:         marks,
-		LeaseDuration: o.instanceLease,
-		Logger:        logger.WithName("fence-object"),
-		Registerer:    ctrlmetrics.Registry,
+		Client:           mgr.GetClient(),
+		Cache:            mgr.GetCache(),
+		Domain:           o.domain,
+		Namespace:        o.namespace,
+		Instance:         instance,
+		FloorEpoch:       o.epoch,
+		Fence:            eng.Fence,
+		SubscribeChanges: changes.Subscribe,
+		Agent:            agent,
+		Authority:        authority,
+		Policy:           eng,
+		Marks:            marks,
+		LeaseDuration:    o.instanceLease,
+		Logger:           logger.WithName("fence-object"),
+		Registerer:       ctrlmetrics.Registry,
 	})
 	if err != nil {
 		return err
