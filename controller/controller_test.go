@@ -25,20 +25,25 @@ import (
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/test/cluster"
 )
 
 // switchablePolicy answers like the shipped policies would for a given fence
-// state and lets the test change that state.
+// state, is the fencestate.Source of that state, and lets the test change
+// it.
 type switchablePolicy struct {
+	notify.Broadcast
 	mu    sync.Mutex
 	state fencestate.State
 }
 
+// set changes the state and signals it, as the agent does.
 func (p *switchablePolicy) set(s fencestate.State) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.state = s
+	p.mu.Unlock()
+	p.Signal()
 }
 
 func (p *switchablePolicy) Fence() (fencestate.State, bool) {
@@ -66,7 +71,6 @@ const eventBurst = 5
 type harness struct {
 	cp       *cluster.ControlPlane
 	policy   *switchablePolicy
-	changes  chan struct{}
 	registry *prometheus.Registry
 	rec      *controller.Reconciler
 }
@@ -86,7 +90,6 @@ func newHarness(t testing.TB, initial fencestate.State) *harness {
 	return &harness{
 		cp:       cluster.StartForTest(t, cluster.Options{Name: "controller"}),
 		policy:   &switchablePolicy{state: initial},
-		changes:  make(chan struct{}, 1),
 		registry: prometheus.NewRegistry(),
 	}
 }
@@ -105,7 +108,7 @@ func (h *harness) run(t testing.TB) {
 		t.Fatal(err)
 	}
 	if h.rec, err = controller.SetupWithManager(mgr, controller.Options{
-		Policy: h.policy, FenceChanges: h.changes, Registerer: h.registry,
+		Policy: h.policy, Fence: h.policy, Registerer: h.registry,
 		// A budget of a few Events that never refills within the test.
 		EventBurst: eventBurst, EventsPerSecond: 1e-6,
 	}); err != nil {
@@ -123,13 +126,7 @@ func (h *harness) run(t testing.TB) {
 }
 
 // transition changes the fence and signals it, as the agent does.
-func (h *harness) transition(s fencestate.State) {
-	h.policy.set(s)
-	select {
-	case h.changes <- struct{}{}:
-	default:
-	}
-}
+func (h *harness) transition(s fencestate.State) { h.policy.set(s) }
 
 func (h *harness) createComponents(t *testing.T, ctx context.Context, n int) {
 	t.Helper()

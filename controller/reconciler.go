@@ -31,14 +31,13 @@ const HeldRequeue = 15 * time.Minute
 type Policy interface {
 	// Reconcile evaluates data.fencegate.reconcile.decision for a Component.
 	Reconcile(ctx context.Context, component map[string]any) (engine.ReconcileDecision, error)
-	// Fence returns the current fence state, false before the first one.
-	Fence() (fencestate.State, bool)
 }
 
 // Reconciler writes each Component's fence conditions.
 type Reconciler struct {
 	client  client.Client
 	policy  Policy
+	source  fencestate.Source
 	clock   clock.PassiveClock
 	metrics *metrics
 	events  *eventRecorder
@@ -119,7 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 // fence is the fence state the policies see now; unknown before the agent
 // wrote one.
 func (r *Reconciler) fence() fencestate.State {
-	fence, ok := r.policy.Fence()
+	fence, ok := r.source.Fence()
 	if !ok {
 		fence.Status = fencestate.Unknown
 	}
@@ -138,9 +137,9 @@ func sourceConflict(status fencegatev1alpha1.ComponentStatus) string {
 type Options struct {
 	// Policy answers the reconcile question; the policy engine in production.
 	Policy Policy
-	// FenceChanges signals every fence transition; each signal re-enqueues
-	// every Component. The fence agent's Changes() in production.
-	FenceChanges <-chan struct{}
+	// Fence is the fence state the policies decide from; each of its
+	// changes re-enqueues every Component.
+	Fence fencestate.Source
 	// MaxConcurrentReconciles bounds parallel status writes (default 8).
 	MaxConcurrentReconciles int
 	// EventsPerSecond and EventBurst bound the Kubernetes Events recorded
@@ -158,8 +157,8 @@ type Options struct {
 
 // SetupWithManager registers the Component controller with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	if opts.Policy == nil {
-		return nil, errors.New("controller needs a policy to ask")
+	if opts.Policy == nil || opts.Fence == nil {
+		return nil, errors.New("controller needs a policy to ask and the fence state it decides from")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -180,19 +179,19 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	r := &Reconciler{
 		client:  mgr.GetClient(),
 		policy:  opts.Policy,
+		source:  opts.Fence,
 		clock:   opts.Clock,
 		metrics: m,
 		events:  newEventRecorder(mgr.GetEventRecorder("fencegate-controller"), opts.EventsPerSecond, opts.EventBurst, m),
 		marks:   NewMarks(),
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		For(&fencegatev1alpha1.Component{}).
 		Named("component").
-		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
-	if opts.FenceChanges != nil {
-		b = b.WatchesRawSource(enqueueAllOn(opts.FenceChanges, mgr.GetClient(), r.fence, r.marks))
-	}
-	if err := b.Complete(r); err != nil {
+		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WatchesRawSource(enqueueAllOn(opts.Fence.Subscribe(), mgr.GetClient(), r.fence, r.marks)).
+		Complete(r)
+	if err != nil {
 		return nil, fmt.Errorf("set up component controller: %w", err)
 	}
 	return r, nil

@@ -44,7 +44,8 @@ type ClusterFence struct {
 	log     logr.Logger
 	metrics *metrics
 
-	changes chan struct{}
+	// changes signals every subscriber of a change.
+	changes notify.Broadcast
 	// requests carry Check's waits and declarations asked for from outside
 	// the loop.
 	requests chan request
@@ -102,7 +103,6 @@ func New(opts Options) (*ClusterFence, error) {
 		},
 		log:        opts.Logger.WithValues("domain", opts.Domain, "cluster", opts.ClusterName, "instance", opts.Instance),
 		metrics:    m,
-		changes:    notify.New(),
 		requests:   make(chan request),
 		watched:    make(chan time.Duration, 1),
 		heartbeats: true,
@@ -118,13 +118,15 @@ func New(opts Options) (*ClusterFence, error) {
 // Status returns the current fence state. It never blocks on the network.
 func (c *ClusterFence) Status() fencestate.State { return *c.current.Load() }
 
-// Changes signals every status transition, every change of holder, the
-// first answer to a raised epoch (see SetEpoch), and every change of the
-// epoch the authority refuses (State.EpochRefused). A new cluster
+// Subscribe returns a channel that is signalled, from now on, on every
+// status transition, every change of holder, the first answer to a raised
+// epoch (see SetEpoch), and every change of the epoch the authority refuses
+// (State.EpochRefused), each once the state is in the Writer. A new cluster
 // generation alone is not signalled: it changes no decision. A signal is
 // never blocked on: transitions that happen while one is pending coalesce
-// into it, so readers re-read Status (or data.fence) when signalled.
-func (c *ClusterFence) Changes() <-chan struct{} { return c.changes }
+// into it, so readers re-read Status (or data.fence) when signalled. Each
+// caller gets a channel of its own.
+func (c *ClusterFence) Subscribe() <-chan struct{} { return c.changes.Subscribe() }
 
 // Check returns the fence state. Until some declaration has been answered
 // it first waits for one: all callers share the declaration in flight (the
@@ -223,5 +225,5 @@ func (c *ClusterFence) Start(ctx context.Context) error {
 	return nil
 }
 
-// signal tells the Changes reader to look again.
-func (c *ClusterFence) signal() { notify.Signal(c.changes) }
+// signal tells the subscribers to look again.
+func (c *ClusterFence) signal() { c.changes.Signal() }

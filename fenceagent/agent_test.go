@@ -519,12 +519,12 @@ func TestTransitionsLogAndSignalOnce(t *testing.T) {
 	}
 	// Two transitions with nobody reading coalesce into one signal.
 	select {
-	case <-ta.Changes():
+	case <-ta.signals:
 	default:
 		t.Fatal("no change signalled")
 	}
 	select {
-	case <-ta.Changes():
+	case <-ta.signals:
 		t.Error("a second signal for transitions that were already signalled")
 	default:
 	}
@@ -532,7 +532,7 @@ func TestTransitionsLogAndSignalOnce(t *testing.T) {
 
 var testNorth = fencestate.Cluster{Name: "north", UID: "uid-north", Epoch: 9}
 
-func TestChangesSignalEveryTransition(t *testing.T) {
+func TestSubscribersHearEveryTransition(t *testing.T) {
 	auth, client := newScriptedAuthority(t)
 	ta := newTestAgent(t, client, nil)
 	ta.startManual(t)
@@ -546,7 +546,7 @@ func TestChangesSignalEveryTransition(t *testing.T) {
 	}
 	signalled := func() bool {
 		select {
-		case <-ta.Changes():
+		case <-ta.signals:
 			return true
 		default:
 			return false

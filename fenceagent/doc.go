@@ -47,5 +47,5 @@
 //
 // The agent writes through fencestate.Writer (the policy engine's store) and
 // knows nothing of admission or reconciliation; the webhook and controller
-// hear transitions through Changes.
+// hear transitions through Subscribe.
 package fenceagent

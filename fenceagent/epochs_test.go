@@ -120,7 +120,7 @@ func TestEpochStepRefusalKeepsTheAcceptedEpoch(t *testing.T) {
 			ta.start(t)
 			tc.accept(auth.next(t))
 			ta.waitStatus(t, tc.want)
-			drain(ta.Changes())
+			drain(ta.signals)
 
 			if err := ta.SetEpoch(context.Background(), typoEpoch); err != nil {
 				t.Fatal(err)
@@ -154,7 +154,7 @@ func TestEpochStepRefusalKeepsTheAcceptedEpoch(t *testing.T) {
 				}
 			}
 			check("after the refusal")
-			if !signalledNow(ta.Changes()) {
+			if !signalledNow(ta.signals) {
 				t.Error("the refusal of the raised epoch was not signalled")
 			}
 
@@ -171,7 +171,7 @@ func TestEpochStepRefusalKeepsTheAcceptedEpoch(t *testing.T) {
 				eventually(t, "the heartbeat's answer is written", func() bool { return ta.store.count() > written })
 			}
 			check("after the heartbeats")
-			if signalledNow(ta.Changes()) {
+			if signalledNow(ta.signals) {
 				t.Error("renewals of the accepted epoch were signalled")
 			}
 		})

@@ -50,8 +50,9 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	changes := agent.Subscribe()
 	go func() {
-		for range agent.Changes() {
+		for range changes {
 			fmt.Println("fence status:", agent.Status().Status)
 		}
 	}()

@@ -419,6 +419,8 @@ type testAgent struct {
 	writer *recordingWriter
 	logs   *capturedLogs
 	reg    *prometheus.Registry
+	// signals is subscribed to the agent's changes from its start.
+	signals <-chan struct{}
 }
 
 var testSelf = fencestate.Cluster{Name: "east", UID: "5d6b2a4e-0c47-4c1a-9f5e-2f7f5e2a0e11", Epoch: 7}
@@ -451,6 +453,7 @@ func newTestAgent(t testing.TB, client fencev1.FenceServiceClient, edit func(*Op
 		t.Fatal(err)
 	}
 	ta.ClusterFence = c
+	ta.signals = c.Subscribe()
 	return ta
 }
 

@@ -149,7 +149,7 @@ func TestAdoptClusterGeneration(t *testing.T) {
 	}
 	declare(5)
 	before, written := ta.Status(), ta.store.count()
-	drain(ta.Changes())
+	drain(ta.signals)
 
 	var wg sync.WaitGroup
 	for g := range uint64(20) {
@@ -175,7 +175,7 @@ func TestAdoptClusterGeneration(t *testing.T) {
 		t.Errorf("state presents generation %d, want 19", s.ClusterGeneration)
 	}
 	// A new generation alone is no transition.
-	if signalledNow(ta.Changes()) {
+	if signalledNow(ta.signals) {
 		t.Error("a change of the cluster generation alone was signalled")
 	}
 }

@@ -29,11 +29,10 @@ type Inputs struct {
 	// Authority is what the authority said of the fence when State began;
 	// nil when it could not be asked.
 	Authority *AuthorityView
-	// Instances are the entries of status.instances; Live names the
-	// instances that run (their Lease has not ended), the leader's own
-	// included.
-	Instances []fencegatev1alpha1.FenceInstance
-	Live      []string
+	// Live names the instances that run (their Lease has not ended), the
+	// leader's own included; the old status's entries say what each
+	// applies.
+	Live []string
 	// Marks is where the controller stands in marking the Components.
 	Marks controller.MarkProgress
 	// Now is the time of the derivation.
@@ -76,7 +75,7 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 		// with none accepted before, keeps the one the status has.
 		st.Epoch = int64(s.Cluster.Epoch) //nolint:gosec // epochs are far below 2^63
 	}
-	if g := highestGeneration(s, in.Instances, in.Live); g != 0 {
+	if g := highestGeneration(s, old.Instances, in.Live); g != 0 {
 		// None known (before the first answer) keeps the one the status
 		// has: the cluster's next processes present it.
 		st.ClusterGeneration = int64(g) //nolint:gosec // generations are far below 2^63
@@ -116,7 +115,7 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 	setCondition(&st.Conditions, epochAccepted(s, row, in.TargetEpoch, in.Generation), now)
 
 	enforced := metav1.Condition{Type: fencegatev1alpha1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: st.ObservedGeneration}
-	lagging := laggingInstances(EntryOf("", s), in.Instances, in.Live)
+	lagging := laggingInstances(EntryOf("", s), old.Instances, in.Live)
 	marked := in.Marks.Started && in.Marks.Key == s.Key() && in.Marks.Pending == 0
 	switch {
 	case len(lagging) > 0 || !marked:

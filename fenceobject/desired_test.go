@@ -25,17 +25,30 @@ var (
 	fenced = fencestate.State{Status: fencestate.Fenced, Domain: "default", Cluster: east, Holder: west, Reason: rpctypes.ReasonClusterFenced, LastSuccessNS: t0.UnixNano()}
 )
 
+// leader is what a leader derives the status from: its inputs, and the
+// entries of status.instances.
+type leader struct {
+	fenceobject.Inputs
+	Instances []fencegatev1alpha1.FenceInstance
+}
+
 // inputs are the inputs of a leader that sees s, with every instance
 // applying it and every Component marked for it, unless changed.
-func inputs(s fencestate.State, live ...string) fenceobject.Inputs {
-	in := fenceobject.Inputs{
+func inputs(s fencestate.State, live ...string) leader {
+	in := leader{Inputs: fenceobject.Inputs{
 		State: s, Message: "the policies' words", TargetEpoch: s.Cluster.Epoch, Generation: 3,
 		Live: live, Marks: controller.MarkProgress{Started: true, Key: s.Key(), Held: 1, Total: 4}, Now: t0,
-	}
+	}}
 	for _, name := range live {
 		in.Instances = append(in.Instances, entry(name, s))
 	}
 	return in
+}
+
+// derive is the status Desired derives from old, holding in's entries.
+func derive(old fencegatev1alpha1.ClusterFenceStatus, in leader) fencegatev1alpha1.ClusterFenceStatus {
+	old.Instances = in.Instances
+	return fenceobject.Desired(old, in.Inputs)
 }
 
 // entry is the entry of status.instances of an instance that applies s,
@@ -104,9 +117,9 @@ func TestDesired(t *testing.T) {
 	tests := map[string]struct {
 		// old is the status before; empty unless set.
 		old fencegatev1alpha1.ClusterFenceStatus
-		in  fenceobject.Inputs
+		in  leader
 		// change alters the inputs.
-		change func(*fenceobject.Inputs)
+		change func(*leader)
 		// holding and enforced are the conditions' status and reason.
 		holding, enforced, reason string
 		// messages are parts of Enforced's message.
@@ -150,7 +163,7 @@ func TestDesired(t *testing.T) {
 		},
 		"a replica that applies another state holds Enforced back": {
 			in: inputs(active, "west-a", "west-b"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.Instances[1] = entry("west-b", fencestate.State{Status: fencestate.Acquiring, Cluster: west, Holder: east})
 			},
 			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
@@ -163,36 +176,36 @@ func TestDesired(t *testing.T) {
 		},
 		"a running replica without an entry holds Enforced back": {
 			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.Live = append(in.Live, "west-new") },
+			change:  func(in *leader) { in.Live = append(in.Live, "west-new") },
 			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
 			messages: []string{"west-new has not reported what it applies yet"},
 		},
 		"the entry of a replica that is gone does not": {
 			in: inputs(active, "west-a"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.Instances = append(in.Instances, entry("west-gone", fenced))
 			},
 			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
 		},
 		"Components still to re-mark hold Enforced back": {
 			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.Marks.Pending = 3 },
+			change:  func(in *leader) { in.Marks.Pending = 3 },
 			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
 			messages: []string{"the controller is re-marking the Components"},
 		},
 		"marks made for another state do not count": {
 			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.Marks.Key = fenced.Key() },
+			change:  func(in *leader) { in.Marks.Key = fenced.Key() },
 			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
 		},
 		"no marks at all": {
 			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.Marks = controller.MarkProgress{} },
+			change:  func(in *leader) { in.Marks = controller.MarkProgress{} },
 			holding: "True", enforced: "False", reason: fencegatev1alpha1.ReasonFenceHeld,
 		},
 		"acquiring, with the takeover's deadline": {
 			in: inputs(fencestate.State{Status: fencestate.Acquiring, Cluster: west, Holder: east, Reason: rpctypes.ReasonAcquiring}, "west-a"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.Authority = &fenceobject.AuthorityView{Pending: &fencegatev1alpha1.FenceCluster{Name: "west", UID: "uid-west", Epoch: 2}, LeaseExpiresAt: t0.Add(10 * time.Second)}
 			},
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceAcquiring,
@@ -222,7 +235,7 @@ func TestDesired(t *testing.T) {
 		},
 		"a raise refused as too large a step: the holder holds on at the accepted epoch": {
 			in: inputs(active, "west-a"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.State.EpochRefused = &fencestate.EpochRefusal{Epoch: 70000, Reason: rpctypes.ReasonEpochStepTooLarge, Message: "epoch 70000 is too far above 2"}
 				in.TargetEpoch, in.Generation = 70000, 4
 			},
@@ -243,7 +256,7 @@ func TestDesired(t *testing.T) {
 		"a leader that started at an epoch refused for its step keeps status.epoch": {
 			old: fencegatev1alpha1.ClusterFenceStatus{Epoch: 3, ObservedGeneration: 2},
 			in:  inputs(typo, "east-a"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.Generation = 4
 			},
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
@@ -270,7 +283,7 @@ func TestDesired(t *testing.T) {
 		"an epoch refused for its step, lowered in spec.epoch: pending, not below": {
 			old: fencegatev1alpha1.ClusterFenceStatus{Epoch: 3},
 			in:  inputs(typo, "east-a"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.TargetEpoch = 3
 			},
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonFenceUnknown,
@@ -289,7 +302,7 @@ func TestDesired(t *testing.T) {
 		"a leader refused as restored takes the generation its live peers present": {
 			old: fencegatev1alpha1.ClusterFenceStatus{ClusterGeneration: 4},
 			in:  inputs(restored, "east-a", "east-b", "east-c"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.Instances[1] = withGeneration("east-b", active, 8)
 				in.Instances[2] = withGeneration("east-c", active, 6)
 				// An instance whose Lease ended does not count.
@@ -305,7 +318,7 @@ func TestDesired(t *testing.T) {
 		"a restored copy, every instance refused, learns no newer generation": {
 			old: fencegatev1alpha1.ClusterFenceStatus{ClusterGeneration: 4},
 			in:  inputs(restored, "east-a", "east-b"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.Instances[1] = withGeneration("east-b", restored, 3)
 			},
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonClusterRestored,
@@ -317,7 +330,7 @@ func TestDesired(t *testing.T) {
 		},
 		"a peer's newer generation is taken, and holds no state back": {
 			in: inputs(active, "west-a", "west-b"),
-			change: func(in *fenceobject.Inputs) {
+			change: func(in *leader) {
 				in.Instances[1] = withGeneration("west-b", active, 12)
 			},
 			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
@@ -329,13 +342,13 @@ func TestDesired(t *testing.T) {
 		},
 		"the epoch asked for is below the one declared": {
 			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.TargetEpoch = 1 },
+			change:  func(in *leader) { in.TargetEpoch = 1 },
 			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
 			epoch: "False/EpochBelowAccepted", epochMessage: "goes on declaring 2. Set spec.epoch to 2 or more",
 		},
 		"a raise not answered yet": {
 			in:      inputs(active, "west-a"),
-			change:  func(in *fenceobject.Inputs) { in.TargetEpoch = 3 },
+			change:  func(in *leader) { in.TargetEpoch = 3 },
 			holding: "True", enforced: "True", reason: fencegatev1alpha1.ReasonFenceHeld,
 			epoch: "Unknown/EpochPending", epochMessage: "has not accepted epoch 3 yet",
 		},
@@ -359,7 +372,7 @@ func TestDesired(t *testing.T) {
 		},
 		"spec.epoch not declared yet: the generation is not observed": {
 			in:      inputs(fenced, "east-a"),
-			change:  func(in *fenceobject.Inputs) { in.TargetEpoch = 3; in.Generation = 4 },
+			change:  func(in *leader) { in.TargetEpoch = 3; in.Generation = 4 },
 			holding: "False", enforced: "True", reason: fencegatev1alpha1.ReasonClusterFenced,
 			check: func(t *testing.T, st fencegatev1alpha1.ClusterFenceStatus) {
 				if st.ObservedGeneration != 0 {
@@ -374,7 +387,7 @@ func TestDesired(t *testing.T) {
 			if tc.change != nil {
 				tc.change(&in)
 			}
-			st := fenceobject.Desired(tc.old, in)
+			st := derive(tc.old, in)
 			h, e := condition(st, fencegatev1alpha1.ConditionHolding), condition(st, fencegatev1alpha1.ConditionEnforced)
 			if string(h.Status) != tc.holding || string(e.Status) != tc.enforced || h.Reason != tc.reason || e.Reason != tc.reason {
 				t.Errorf("Holding %s (%s), Enforced %s (%s); want %s, %s, reason %s", h.Status, h.Reason, e.Status, e.Reason, tc.holding, tc.enforced, tc.reason)
@@ -393,7 +406,7 @@ func TestDesired(t *testing.T) {
 			// Derived again from itself, later, the status is the same:
 			// writing it back changes nothing.
 			in.Now = in.Now.Add(time.Minute)
-			if again := fenceobject.Desired(st, in); !equality.Semantic.DeepEqual(again, st) {
+			if again := derive(st, in); !equality.Semantic.DeepEqual(again, st) {
 				t.Errorf("not stable:\n%+v\n%+v", st, again)
 			}
 		})
@@ -404,14 +417,14 @@ func TestDesired(t *testing.T) {
 // but nothing a reader of the Fence needs, so the status stays as it is;
 // a change of state moves Since, LastDeclaration and the conditions' times.
 func TestDesiredHeartbeats(t *testing.T) {
-	st := fenceobject.Desired(fencegatev1alpha1.ClusterFenceStatus{}, inputs(active, "west-a"))
+	st := derive(fencegatev1alpha1.ClusterFenceStatus{}, inputs(active, "west-a"))
 
 	renewed := active
 	renewed.LastSuccessNS = t0.Add(5 * time.Second).UnixNano()
 	renewed.ValidUntilNS = t0.Add(18 * time.Second).UnixNano()
 	in := inputs(renewed, "west-a")
 	in.Now = t0.Add(5 * time.Second)
-	if got := fenceobject.Desired(st, in); !equality.Semantic.DeepEqual(got, st) {
+	if got := derive(st, in); !equality.Semantic.DeepEqual(got, st) {
 		t.Errorf("a heartbeat changed the status:\n%+v\n%+v", st, got)
 	}
 
@@ -421,7 +434,7 @@ func TestDesiredHeartbeats(t *testing.T) {
 	rotated.ClusterGeneration = 8
 	in = inputs(rotated, "west-a")
 	in.Now = t0.Add(5 * time.Second)
-	gen := fenceobject.Desired(st, in)
+	gen := derive(st, in)
 	if gen.ClusterGeneration != 8 {
 		t.Errorf("clusterGeneration %d after the agent got generation 8", gen.ClusterGeneration)
 	}
@@ -433,21 +446,21 @@ func TestDesiredHeartbeats(t *testing.T) {
 	rotated.LastSuccessNS = t0.Add(10 * time.Second).UnixNano()
 	in = inputs(rotated, "west-a")
 	in.Now = t0.Add(10 * time.Second)
-	if got := fenceobject.Desired(gen, in); !equality.Semantic.DeepEqual(got, gen) {
+	if got := derive(gen, in); !equality.Semantic.DeepEqual(got, gen) {
 		t.Errorf("a heartbeat at the same generation changed the status:\n%+v\n%+v", gen, got)
 	}
 	// A state that has no generation yet (a new process before its first
 	// answer) keeps the one the status has.
 	fresh := rotated
 	fresh.ClusterGeneration = 0
-	if got := fenceobject.Desired(gen, inputs(fresh, "west-a")); got.ClusterGeneration != 8 {
+	if got := derive(gen, inputs(fresh, "west-a")); got.ClusterGeneration != 8 {
 		t.Errorf("clusterGeneration %d from a state without one, want 8 kept", got.ClusterGeneration)
 	}
 
 	lost := fencestate.State{Status: fencestate.Unknown, Cluster: west, Holder: west, Reason: fencestate.ReasonLeaseExpired, LastSuccessNS: t0.Add(20 * time.Second).UnixNano()}
 	in = inputs(lost, "west-a")
 	in.Now = t0.Add(30 * time.Second)
-	got := fenceobject.Desired(st, in)
+	got := derive(st, in)
 	later := metav1.NewTime(t0.Add(30 * time.Second).Truncate(time.Second))
 	if !got.Since.Equal(&later) || !got.LastDeclaration.Time.Equal(t0.Add(20*time.Second).Truncate(time.Second)) {
 		t.Errorf("since %v lastDeclaration %v after the state changed", got.Since, got.LastDeclaration)

@@ -12,7 +12,92 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/notify"
 )
+
+// epochSync is the state of one replica's EpochSync runnable; only its
+// goroutine uses it.
+type epochSync struct {
+	k *Keeper
+	// epoch is the epoch last handed to the agent.
+	epoch uint64
+	// failing names what failed last, so that a failure is logged once
+	// until it heals.
+	failing map[string]bool
+}
+
+func (k *Keeper) runEpochSync(ctx context.Context) error {
+	changes := k.opts.Fence.Subscribe()
+	events := notify.New()
+	if err := watch(ctx, k.opts.Cache, &fencegatev1alpha1.Fence{}, events); err != nil {
+		return err
+	}
+	e := &epochSync{k: k, failing: map[string]bool{}}
+	for {
+		e.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-events:
+		case <-changes:
+		}
+	}
+}
+
+// sync brings the agent in line with the Fence, and makes the Fence again
+// when someone deleted it.
+func (e *epochSync) sync(ctx context.Context) {
+	o := e.k.opts
+	state, haveState := o.Fence.Fence()
+	var f fencegatev1alpha1.Fence
+	err := o.Client.Get(ctx, client.ObjectKey{Name: o.Domain}, &f)
+	if apierrors.IsNotFound(err) {
+		// Deleted by someone: made again, never below the epoch the
+		// agent declares. The event of its creation brings the next sync.
+		_, err = ensure(ctx, o.Client, o.Client, o.Domain, recreatedSpec(o.FloorEpoch, state, haveState))
+		e.report("create the Fence", err)
+		return
+	}
+	if e.report("read the Fence", err) {
+		e.follow(ctx, &f, state, haveState)
+	}
+}
+
+// follow hands the agent what the Fence asks of it: the cluster generation
+// the leader last wrote (so that a process cut off for a while presents the
+// current one), and the epoch max(--epoch, spec.epoch) when it changed. An
+// epoch below the one the agent declares (state) is not handed over: the
+// agent refuses to lower it, and the leader's EpochAccepted condition says
+// why. One refused for its step with none accepted before (stepRefused) is
+// no such floor: it was never recorded, and the agent takes a lower epoch,
+// so that lowering a typo in spec.epoch fixes it without a restart.
+func (e *epochSync) follow(ctx context.Context, f *fencegatev1alpha1.Fence, state fencestate.State, haveState bool) {
+	o := e.k.opts
+	if f.Status.ClusterGeneration > 0 {
+		o.Agent.AdoptClusterGeneration(uint64(f.Status.ClusterGeneration))
+	}
+	target := TargetEpoch(o.FloorEpoch, f)
+	if target == e.epoch {
+		e.report("declare spec.epoch", nil)
+		return
+	}
+	if haveState && target < state.Cluster.Epoch && !stepRefused(state) {
+		e.report("declare spec.epoch", fmt.Errorf("the epoch the Fence asks for, %d (max(--epoch, spec.epoch)), is below epoch %d that this cluster declares: an epoch only rises, so it goes on declaring %d", target, state.Cluster.Epoch, state.Cluster.Epoch))
+		return
+	}
+	if err := o.Agent.SetEpoch(ctx, target); e.report("declare spec.epoch", err) {
+		if e.epoch != 0 {
+			o.Logger.Info("declaring the epoch of the Fence's spec.epoch", "fence", o.Domain, "epoch", target, "previousEpoch", e.epoch, "floor", o.FloorEpoch)
+		}
+		e.epoch = target
+	}
+}
+
+// report logs err once until what failed works again, and says whether it
+// worked.
+func (e *epochSync) report(what string, err error) bool {
+	return reportOnce(e.k.opts, e.failing, what, err)
+}
 
 // TargetEpoch is the epoch a cluster declares: spec.epoch when it is above
 // floor, the epoch fencegate was started with, and floor otherwise.

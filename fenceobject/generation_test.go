@@ -19,6 +19,7 @@ import (
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/test/cluster"
 )
@@ -41,6 +42,23 @@ type noMarks struct{}
 func (noMarks) Progress() controller.MarkProgress { return controller.MarkProgress{} }
 func (noMarks) Changes() <-chan struct{}          { return nil }
 
+// stateSource is a fence state that never changes: nil for none yet.
+type stateSource struct{ state *fencestate.State }
+
+func (s stateSource) Fence() (fencestate.State, bool) {
+	if s.state == nil {
+		return fencestate.State{}, false
+	}
+	return *s.state, true
+}
+
+func (stateSource) Subscribe() <-chan struct{} { return nil }
+
+// testInstance is the Instance of k, its Lease not made yet.
+func testInstance(k *Keeper) *instance {
+	return &instance{k: k, lease: membership.NewLease(k.membership()), failing: map[string]bool{}}
+}
+
 // testKeeper is the Keeper of instance in domain, whose fence state is
 // *state, on clk, started with --epoch 3.
 func testKeeper(t *testing.T, c client.Client, domain, instance string, clk clock.WithTicker, state *fencestate.State, agent Agent) *Keeper {
@@ -51,9 +69,9 @@ func testKeeper(t *testing.T, c client.Client, domain, instance string, clk cloc
 	}
 	return &Keeper{metrics: m, opts: Options{
 		Client: c, Domain: domain, Namespace: "default", Instance: instance, FloorEpoch: 3,
-		Fence: func() (fencestate.State, bool) { return *state, true },
+		Fence: stateSource{state},
 		Agent: agent, Authority: noPending{}, Policy: fixedPolicy{}, Marks: noMarks{},
-		LeaseDuration: DefaultLeaseDuration, Clock: clk, Logger: logr.Discard(),
+		LeaseDuration: membership.DefaultDuration, Clock: clk, Logger: logr.Discard(),
 	}}
 }
 
@@ -124,15 +142,17 @@ func TestClusterGenerationThroughTheFence(t *testing.T) {
 				if p.ended {
 					clk.SetTime(now.Add(-time.Hour))
 				}
-				i := &instance{k: testKeeper(t, cp.Client, domain, name, clk, &p.state, &recordingAgent{declared: 3}), epoch: 3, failing: map[string]bool{}}
+				i := testInstance(testKeeper(t, cp.Client, domain, name, clk, &p.state, &recordingAgent{declared: 3}))
 				i.renewLease(ctx)
 				i.sync(ctx)
 			}
 			agent := &recordingAgent{declared: 3}
 			k := testKeeper(t, cp.Client, domain, "east-a", clock.RealClock{}, &tc.leader, agent)
-			leader := &instance{k: k, epoch: 3, failing: map[string]bool{}}
+			leader := testInstance(k)
 			leader.renewLease(ctx)
 			leader.sync(ctx)
+			epochs := &epochSync{k: k, epoch: 3, failing: map[string]bool{}}
+			epochs.sync(ctx)
 			if agent.adopted != 0 {
 				t.Fatalf("adopted generation %d before the leader wrote any", agent.adopted)
 			}
@@ -149,7 +169,7 @@ func TestClusterGenerationThroughTheFence(t *testing.T) {
 			if got := uint64(f.Status.ClusterGeneration); got != tc.want {
 				t.Errorf("status.clusterGeneration %d, want %d; entries %+v", got, tc.want, f.Status.Instances)
 			}
-			leader.sync(ctx)
+			epochs.sync(ctx)
 			if agent.adopted != tc.want {
 				t.Errorf("the leader's agent adopted generation %d, want %d", agent.adopted, tc.want)
 			}
@@ -165,7 +185,7 @@ func TestClusterGenerationThroughTheFence(t *testing.T) {
 		}
 		clk := clocktesting.NewFakeClock(now)
 		state := at(fenced, 5)
-		i := &instance{k: testKeeper(t, cp.Client, domain, "east-a", clk, &state, &recordingAgent{declared: 3}), epoch: 3, failing: map[string]bool{}}
+		i := testInstance(testKeeper(t, cp.Client, domain, "east-a", clk, &state, &recordingAgent{declared: 3}))
 		entry := func() (fencegatev1alpha1.FenceInstance, string) {
 			t.Helper()
 			var f fencegatev1alpha1.Fence
@@ -198,4 +218,88 @@ func TestClusterGenerationThroughTheFence(t *testing.T) {
 			t.Errorf("entry %+v after the generation moved to 6, want generation 6 and since %v kept: the state it applies did not change", got, first.Since)
 		}
 	})
+}
+
+// TestStatusTakesOverFromTheFormerFieldManager: on a real API server, a
+// Fence whose status the leader applied under the Component controller's
+// field manager (before each writer had its own) keeps every field the
+// leader still sends, and loses the one it no longer does (a pending
+// takeover that ended), once the leader applies as its own manager.
+func TestStatusTakesOverFromTheFormerFieldManager(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cp := cluster.StartForTest(t, cluster.Options{Name: "field-managers"})
+	const domain = "upgraded"
+	if err := cp.Client.Create(ctx, &fencegatev1alpha1.Fence{ObjectMeta: metav1.ObjectMeta{Name: domain}}); err != nil {
+		t.Fatal(err)
+	}
+	state := fencestate.State{
+		Status: fencestate.Fenced, Cluster: fencestate.Cluster{Name: "east", UID: "uid-east", Epoch: 3},
+		Holder: fencestate.Cluster{Name: "west", Epoch: 4}, Reason: rpctypes.ReasonClusterFenced, LastSuccessNS: time.Now().UnixNano(),
+	}
+	k := testKeeper(t, cp.Client, domain, "east-a", clock.RealClock{}, &state, &recordingAgent{declared: 3})
+	i := testInstance(k)
+	i.renewLease(ctx)
+	i.sync(ctx)
+	// What the former leader wrote: the same fields, and a takeover that
+	// was pending then.
+	old := &statusWriter{k: k, failing: map[string]bool{}}
+	old.sync(ctx)
+	var f fencegatev1alpha1.Fence
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: domain}, &f); err != nil {
+		t.Fatal(err)
+	}
+	former := f.Status
+	former.Instances = nil
+	former.Pending = &fencegatev1alpha1.FenceCluster{Name: "north", Epoch: 9}
+	if err := ssaApply(ctx, cp.Client, domain, former, formerStatusFieldManager); err != nil {
+		t.Fatal(err)
+	}
+	// As on a Fence written before the leader had a manager of its own.
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: domain}, &f); err != nil {
+		t.Fatal(err)
+	}
+	releaseOwn(t, ctx, cp.Client, &f)
+
+	leader := &statusWriter{k: k, failing: map[string]bool{}}
+	for range 3 {
+		leader.sync(ctx)
+	}
+	if len(leader.failing) > 0 {
+		t.Fatalf("the status writer failed: %v", leader.failing)
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: domain}, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Status.Pending != nil {
+		t.Errorf("pending %+v: the field only the former manager owned must be gone", f.Status.Pending)
+	}
+	if f.Status.State != "fenced" || f.Status.Holder == nil || f.Status.Holder.Name != "west" || len(f.Status.Instances) != 1 {
+		t.Errorf("status %+v: the fields the leader sends must stay", f.Status)
+	}
+	if appliesStatus(&f, formerStatusFieldManager) || !appliesStatus(&f, StatusFieldManager) {
+		t.Errorf("managed fields %+v: want %s's apply only", f.ManagedFields, StatusFieldManager)
+	}
+}
+
+// ssaApply applies status to the Fence domain as manager.
+func ssaApply(ctx context.Context, c client.Client, domain string, status fencegatev1alpha1.ClusterFenceStatus, manager string) error {
+	k := &Keeper{opts: Options{Client: c, Domain: domain}}
+	return k.applyStatus(ctx, &status, manager)
+}
+
+// releaseOwn makes f as a Fence written before StatusFieldManager existed:
+// it drops that manager's entries from managedFields.
+func releaseOwn(t *testing.T, ctx context.Context, c client.Client, f *fencegatev1alpha1.Fence) {
+	t.Helper()
+	var kept []metav1.ManagedFieldsEntry
+	for _, e := range f.ManagedFields {
+		if e.Manager != StatusFieldManager {
+			kept = append(kept, e)
+		}
+	}
+	f.ManagedFields = kept
+	if err := c.Update(ctx, f); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,18 +2,16 @@ package fenceobject
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 )
@@ -27,27 +25,26 @@ const leaveTimeout = 2 * time.Second
 // goroutine uses it.
 type instance struct {
 	k *Keeper
-	// lease is this instance's Lease as last written; nil until created.
-	lease *coordinationv1.Lease
+	// lease is this instance's Lease.
+	lease *membership.Lease
 	// applied is the entry last applied, to the Fence with UID appliedTo,
 	// which then had resourceVersion appliedVersion.
 	applied        *fencegatev1alpha1.FenceInstance
 	appliedTo      types.UID
 	appliedVersion string
-	// epoch is the epoch last handed to the agent.
-	epoch uint64
 	// failing names what failed last, so that a failure is logged once
 	// until it heals.
 	failing map[string]bool
 }
 
 func (k *Keeper) runInstance(ctx context.Context) error {
+	changes := k.opts.Fence.Subscribe()
 	events := notify.New()
 	if err := watch(ctx, k.opts.Cache, &fencegatev1alpha1.Fence{}, events); err != nil {
 		return err
 	}
-	i := &instance{k: k, failing: map[string]bool{}}
-	renew := k.opts.Clock.NewTicker(k.opts.LeaseDuration / 3)
+	i := &instance{k: k, lease: membership.NewLease(k.membership()), failing: map[string]bool{}}
+	renew := k.opts.Clock.NewTicker(i.lease.RenewInterval())
 	defer renew.Stop()
 	// The Lease comes first: the leader then counts this instance before
 	// its entry says what it applies, and holds Enforced back until it
@@ -60,25 +57,22 @@ func (k *Keeper) runInstance(ctx context.Context) error {
 			i.leave()
 			return nil
 		case <-events:
-		case <-k.instanceChanges:
+		case <-changes:
 		case <-renew.C():
 			i.renewLease(ctx)
 		}
 	}
 }
 
-// sync brings the agent and this instance's entry in line with the Fence
-// and the fence state.
+// sync brings this instance's entry in line with the fence state, and the
+// enforced gauge with the Fence.
 func (i *instance) sync(ctx context.Context) {
 	o := i.k.opts
-	state, haveState := o.Fence()
 	var f fencegatev1alpha1.Fence
 	err := o.Client.Get(ctx, client.ObjectKey{Name: o.Domain}, &f)
 	if apierrors.IsNotFound(err) {
-		// Deleted by someone: made again, never below the epoch the
-		// agent declares. The event of its creation brings the next sync.
-		_, err = ensure(ctx, o.Client, o.Client, o.Domain, recreatedSpec(o.FloorEpoch, state, haveState))
-		i.report("create the Fence", err)
+		// Deleted by someone: EpochSync makes it again, and the event of
+		// its creation brings the next sync.
 		return
 	}
 	if !i.report("read the Fence", err) {
@@ -89,40 +83,8 @@ func (i *instance) sync(ctx context.Context) {
 	} else {
 		i.k.metrics.enforced.Set(0)
 	}
-	i.followFence(ctx, &f, state, haveState)
-	if haveState {
+	if state, ok := o.Fence.Fence(); ok {
 		i.applyEntry(ctx, &f, state)
-	}
-}
-
-// followFence hands the agent what the Fence asks of it: the cluster
-// generation the leader last wrote (so that a process cut off for a while
-// presents the current one), and the epoch max(--epoch, spec.epoch) when it
-// changed. An epoch below the one the agent declares (state) is not handed
-// over: the agent refuses to lower it, and the leader's EpochAccepted
-// condition says why. One refused for its step with none accepted before
-// (stepRefused) is no such floor: it was never recorded, and the agent
-// takes a lower epoch, so that lowering a typo in spec.epoch fixes it
-// without a restart.
-func (i *instance) followFence(ctx context.Context, f *fencegatev1alpha1.Fence, state fencestate.State, haveState bool) {
-	o := i.k.opts
-	if f.Status.ClusterGeneration > 0 {
-		o.Agent.AdoptClusterGeneration(uint64(f.Status.ClusterGeneration))
-	}
-	target := TargetEpoch(o.FloorEpoch, f)
-	if target == i.epoch {
-		i.report("declare spec.epoch", nil)
-		return
-	}
-	if haveState && target < state.Cluster.Epoch && !stepRefused(state) {
-		i.report("declare spec.epoch", fmt.Errorf("the epoch the Fence asks for, %d (max(--epoch, spec.epoch)), is below epoch %d that this cluster declares: an epoch only rises, so it goes on declaring %d", target, state.Cluster.Epoch, state.Cluster.Epoch))
-		return
-	}
-	if err := o.Agent.SetEpoch(ctx, target); i.report("declare spec.epoch", err) {
-		if i.epoch != 0 {
-			o.Logger.Info("declaring the epoch of the Fence's spec.epoch", "fence", o.Domain, "epoch", target, "previousEpoch", i.epoch, "floor", o.FloorEpoch)
-		}
-		i.epoch = target
 	}
 }
 
@@ -164,53 +126,14 @@ func hasEntry(f *fencegatev1alpha1.Fence, e fencegatev1alpha1.FenceInstance) boo
 	return false
 }
 
-// renewLease creates this instance's Lease, or renews it. A Lease that is
-// gone (the leader deleted it after it ended: this process stalled) is made
-// anew, and the entry applied again, since the leader pruned it too.
+// renewLease makes or renews this instance's Lease. One made anew (the
+// leader deleted it after it ended: this process stalled) has the entry
+// applied again, since the leader pruned it too.
 func (i *instance) renewLease(ctx context.Context) {
-	o := i.k.opts
-	now := metav1.NewMicroTime(o.Clock.Now())
-	if i.lease != nil {
-		i.lease.Spec.RenewTime = &now
-		err := o.Client.Update(ctx, i.lease)
-		switch {
-		case err == nil:
-			i.report("renew this instance's Lease", nil)
-			return
-		case apierrors.IsConflict(err):
-			// Someone else wrote it: take its version, renew next time.
-			var fresh coordinationv1.Lease
-			if o.Client.Get(ctx, client.ObjectKeyFromObject(i.lease), &fresh) == nil {
-				i.lease.ResourceVersion = fresh.ResourceVersion
-			}
-			return
-		case !apierrors.IsNotFound(err):
-			i.report("renew this instance's Lease", err)
-			return
-		}
+	made, err := i.lease.Renew(ctx)
+	if i.report("keep this instance's Lease", err) && made {
+		i.applied = nil
 	}
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: leaseName(o.Domain, o.Instance), Labels: map[string]string{LabelDomain: o.Domain}},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(o.Instance),
-			LeaseDurationSeconds: ptr.To(int32(o.LeaseDuration / time.Second)),
-			AcquireTime:          &now,
-			RenewTime:            &now,
-		},
-	}
-	err := o.Client.Create(ctx, lease)
-	if apierrors.IsAlreadyExists(err) {
-		// Left by an earlier run under the same instance name.
-		var old coordinationv1.Lease
-		if err = o.Client.Get(ctx, client.ObjectKeyFromObject(lease), &old); err == nil {
-			lease.ResourceVersion = old.ResourceVersion
-			err = o.Client.Update(ctx, lease)
-		}
-	}
-	if !i.report("create this instance's Lease", err) {
-		return
-	}
-	i.lease, i.applied = lease, nil
 }
 
 // leave removes this instance's entry and Lease, so that the leader does
@@ -225,10 +148,7 @@ func (i *instance) leave() {
 		err := i.k.applyStatus(ctx, &fencegatev1alpha1.ClusterFenceStatus{Instances: []fencegatev1alpha1.FenceInstance{}}, instanceFieldManager(o.Instance))
 		i.report("remove this instance's entry", err)
 	}
-	if i.lease != nil {
-		err := client.IgnoreNotFound(o.Client.Delete(ctx, i.lease))
-		i.report("delete this instance's Lease", err)
-	}
+	i.report("delete this instance's Lease", i.lease.Release(ctx))
 }
 
 // report logs err once until what failed works again, and says whether it

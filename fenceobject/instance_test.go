@@ -42,11 +42,11 @@ func (a *recordingAgent) SetEpoch(_ context.Context, epoch uint64) error {
 
 func (a *recordingAgent) AdoptClusterGeneration(g uint64) { a.adopted = max(a.adopted, g) }
 
-// TestInstanceFollowsTheFence: what an instance hands its agent from the
+// TestEpochSyncFollowsTheFence: what an instance hands its agent from the
 // Fence on a real API server, and the Fence it makes again when someone
 // deleted it. Each case syncs three times, as three events would: nothing
 // it does is repeated or logged again by the later ones.
-func TestInstanceFollowsTheFence(t *testing.T) {
+func TestEpochSyncFollowsTheFence(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cp := cluster.StartForTest(t, cluster.Options{Name: "fenceobject"})
@@ -159,12 +159,7 @@ func TestInstanceFollowsTheFence(t *testing.T) {
 			}
 			k := &Keeper{metrics: m, opts: Options{
 				Client: cp.Client, Domain: domain, Namespace: "default", Instance: "east-a", FloorEpoch: tc.floor,
-				Fence: func() (fencestate.State, bool) {
-					if tc.state == nil {
-						return fencestate.State{}, false
-					}
-					return *tc.state, true
-				},
+				Fence: stateSource{tc.state},
 				Agent: agent, Clock: clock.RealClock{},
 				Logger: funcr.New(func(_, args string) {
 					mu.Lock()
@@ -172,9 +167,9 @@ func TestInstanceFollowsTheFence(t *testing.T) {
 					logs = append(logs, args)
 				}, funcr.Options{}),
 			}}
-			i := &instance{k: k, epoch: tc.handed, failing: map[string]bool{}}
+			e := &epochSync{k: k, epoch: tc.handed, failing: map[string]bool{}}
 			for range 3 {
-				i.sync(ctx)
+				e.sync(ctx)
 			}
 
 			if !slices.Equal(agent.setEpochs, tc.setEpochs) {

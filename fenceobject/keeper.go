@@ -7,22 +7,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/internal/runnable"
 	"github.com/fencegate/fencegate/internal/ssa"
 )
 
-// Keeper keeps one domain's Fence object in this cluster: its Instance
-// runs on every replica, its Status on the elected leader.
+// Keeper keeps one domain's Fence object in this cluster: its Instance and
+// EpochSync run on every replica, its Status on the elected leader.
 type Keeper struct {
 	opts    Options
 	metrics *metrics
-	// instanceChanges and statusChanges hear every change of the fence
-	// state, each for one of the two runnables.
-	instanceChanges, statusChanges <-chan struct{}
 }
 
-// New checks opts and returns a Keeper. It subscribes to opts.Changes,
-// which must not have started yet.
+// New checks opts and returns a Keeper.
 func New(opts Options) (*Keeper, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -32,19 +29,24 @@ func New(opts Options) (*Keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keeper{
-		opts:            opts,
-		metrics:         m,
-		instanceChanges: opts.SubscribeChanges(),
-		statusChanges:   opts.SubscribeChanges(),
-	}, nil
+	return &Keeper{opts: opts, metrics: m}, nil
 }
 
-// Instance is the runnable of every replica (see the package comment).
-func (k *Keeper) Instance() manager.Runnable { return runnable.EveryReplica(k.runInstance) }
+// Runnables are the Keeper's runnables, for the manager: Instance and
+// EpochSync on every replica, Status on the leader.
+func (k *Keeper) Runnables() []manager.Runnable {
+	return []manager.Runnable{
+		runnable.EveryReplica(k.runInstance),
+		runnable.EveryReplica(k.runEpochSync),
+		manager.RunnableFunc(k.runStatus),
+	}
+}
 
-// Status is the runnable of the elected leader (see the package comment).
-func (k *Keeper) Status() manager.Runnable { return manager.RunnableFunc(k.runStatus) }
+// membership is where the domain's instances keep their Leases.
+func (k *Keeper) membership() membership.Config {
+	o := k.opts
+	return membership.Config{Client: o.Client, Namespace: o.Namespace, Domain: o.Domain, Instance: o.Instance, Duration: o.LeaseDuration, Clock: o.Clock}
+}
 
 // applyStatus applies status (what one field manager owns of it) to the
 // domain's Fence.

@@ -1,19 +1,15 @@
 package fenceobject
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
+import "github.com/fencegate/fencegate/fenceobject/membership"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-)
-
-// FieldManager is the field manager of the status fields the leader
+// StatusFieldManager is the field manager of the status fields the leader
 // applies: everything but status.instances.
-const FieldManager = "fencegate-controller"
+const StatusFieldManager = "fencegate-fence-status"
 
-// LabelDomain labels each instance's Lease with the fence domain it is an
-// instance of, so that the leader lists the Leases of its domain only.
-const LabelDomain = "fencegate.dev/fence-domain"
+// formerStatusFieldManager is the one the leader applied them as before it
+// had its own, the Component controller's: the leader releases what that
+// one still owns.
+const formerStatusFieldManager = "fencegate-controller"
 
 // maxFieldManager is the longest field manager name the API server takes.
 const maxFieldManager = 128
@@ -26,22 +22,5 @@ func instanceFieldManager(instance string) string {
 	if len(prefix)+len(instance) <= maxFieldManager {
 		return prefix + instance
 	}
-	return prefix + digest(instance)
-}
-
-// leaseName is the name of an instance's Lease: the domain and the instance
-// name where they make a valid object name, or a digest of the instance
-// name otherwise (an instance is any string without spaces).
-func leaseName(domain, instance string) string {
-	prefix := "fencegate-" + domain + "-"
-	if name := prefix + instance; len(validation.IsDNS1123Subdomain(name)) == 0 {
-		return name
-	}
-	return prefix + digest(instance)
-}
-
-// digest is a short stable name for a string.
-func digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:10])
+	return prefix + membership.Digest(instance)
 }

@@ -20,15 +20,12 @@ import (
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 )
 
-// DefaultLeaseDuration is how long an instance's Lease lasts without
-// renewal: a replica that is gone holds Enforced back no longer than that.
-const DefaultLeaseDuration = 15 * time.Second
-
-// Options are what Instance and Status share.
+// Options are what Instance, EpochSync and Status share.
 type Options struct {
 	// Client reads from the manager's cache (see CacheOptions) and writes
 	// to the API server.
@@ -45,13 +42,9 @@ type Options struct {
 	// FloorEpoch is the epoch fencegate was started with (--epoch): the
 	// floor below spec.epoch.
 	FloorEpoch uint64
-	// Fence returns the fence state this process's policies see (the
-	// engine's): what its webhook answers from.
-	Fence func() (fencestate.State, bool)
-	// SubscribeChanges returns a channel that hears every change of
-	// Fence's state (one of the agent's Changes, fanned out); New takes
-	// two, one for each runnable.
-	SubscribeChanges func() <-chan struct{}
+	// Fence is the fence state this process's policies see: what its
+	// webhook answers from.
+	Fence fencestate.Source
 	// Agent takes the epoch to declare when spec.epoch changes, and the
 	// cluster generation the Fence's status keeps.
 	Agent Agent
@@ -65,7 +58,7 @@ type Options struct {
 	Marks Marks
 
 	// LeaseDuration is how long an instance's Lease lasts; 0 means
-	// DefaultLeaseDuration.
+	// membership.DefaultDuration.
 	LeaseDuration time.Duration
 	// Clock is the source of time; nil means the real clock.
 	Clock clock.WithTicker
@@ -99,18 +92,9 @@ type Marks interface {
 	Changes() <-chan struct{}
 }
 
-// CheckLeaseDuration checks the duration of an instance's Lease: it is
-// renewed every third of it, at least every second.
-func CheckLeaseDuration(d time.Duration) error {
-	if d < 3*time.Second {
-		return fmt.Errorf("lease duration %s is too short: the Lease is renewed every third of it; use at least 3s", d)
-	}
-	return nil
-}
-
 func (o Options) withDefaults() (Options, error) {
 	if o.LeaseDuration == 0 {
-		o.LeaseDuration = DefaultLeaseDuration
+		o.LeaseDuration = membership.DefaultDuration
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -119,8 +103,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Client == nil || o.Cache == nil {
 		errs = append(errs, errors.New("no Kubernetes client or cache: pass the manager's"))
 	}
-	if o.Fence == nil || o.SubscribeChanges == nil || o.Agent == nil {
-		errs = append(errs, errors.New("no fence state: pass the engine's Fence, the agent and its change signal"))
+	if o.Fence == nil || o.Agent == nil {
+		errs = append(errs, errors.New("no fence state or agent: pass the fence state the policies see and the agent that declares it"))
 	}
 	if o.Authority == nil || o.Policy == nil || o.Marks == nil {
 		errs = append(errs, errors.New("no authority client, policy or marks: the leader derives the status from them"))
@@ -128,7 +112,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Domain == "" || o.Namespace == "" || o.Instance == "" {
 		errs = append(errs, fmt.Errorf("domain %q, namespace %q and instance %q must all be set", o.Domain, o.Namespace, o.Instance))
 	}
-	if err := CheckLeaseDuration(o.LeaseDuration); err != nil {
+	if err := membership.CheckDuration(o.LeaseDuration); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -145,7 +129,7 @@ func CacheOptions(domain, namespace string) map[client.Object]cache.ByObject {
 		&fencegatev1alpha1.Fence{}: {Field: fields.OneTermEqualSelector("metadata.name", domain)},
 		&coordinationv1.Lease{}: {
 			Namespaces: map[string]cache.Config{namespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{LabelDomain: domain}),
+			Label:      labels.SelectorFromSet(labels.Set{membership.LabelDomain: domain}),
 		},
 	}
 }

@@ -12,7 +12,7 @@ func TestOptionsAreChecked(t *testing.T) {
 	_, err := Options{LeaseDuration: time.Second}.withDefaults()
 	for _, want := range []string{
 		"no Kubernetes client or cache",
-		"no fence state: pass the engine's Fence, the agent and its change signal",
+		"no fence state or agent",
 		"no authority client, policy or marks",
 		`domain "", namespace "" and instance "" must all be set`,
 		"lease duration 1s is too short",

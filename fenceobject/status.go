@@ -8,14 +8,15 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/internal/ssa"
@@ -55,6 +56,7 @@ type statusWriter struct {
 }
 
 func (k *Keeper) runStatus(ctx context.Context) error {
+	changes := k.opts.Fence.Subscribe()
 	events := notify.New()
 	for _, obj := range []client.Object{&fencegatev1alpha1.Fence{}, &coordinationv1.Lease{}} {
 		if err := watch(ctx, k.opts.Cache, obj, events); err != nil {
@@ -85,7 +87,7 @@ func (k *Keeper) runStatus(ctx context.Context) error {
 			}
 			return nil
 		case <-events:
-		case <-k.statusChanges:
+		case <-changes:
 		case <-k.opts.Marks.Changes():
 		case <-fire:
 		}
@@ -103,7 +105,7 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 		s.report("read the Fence", client.IgnoreNotFound(err))
 		return time.Time{}
 	}
-	state, ok := o.Fence()
+	state, ok := o.Fence.Fence()
 	if !ok {
 		return time.Time{}
 	}
@@ -113,7 +115,7 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 		s.asked = &key
 	}
 	now := o.Clock.Now()
-	live, wake := s.pruneGoneInstances(ctx, &f, now)
+	live, wake := s.pruneGoneInstances(ctx, &f)
 	message := state.Message
 	if d, err := o.Policy.Reconcile(ctx, map[string]any{}); s.report("ask the policies for the fence's message", err) {
 		message = d.Message
@@ -121,19 +123,27 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 	target := TargetEpoch(o.FloorEpoch, &f)
 	desired := Desired(f.Status, Inputs{
 		State: state, Message: message, TargetEpoch: target, Generation: f.Generation,
-		Authority: s.view, Instances: f.Status.Instances, Live: live, Marks: o.Marks.Progress(), Now: now,
+		Authority: s.view, Live: live, Marks: o.Marks.Progress(), Now: now,
 	})
 
 	current := f.Status
 	current.Instances = nil
-	if !equality.Semantic.DeepEqual(current, desired) {
+	applied := appliesStatus(&f, StatusFieldManager)
+	if !applied || !equality.Semantic.DeepEqual(current, desired) {
 		countsOnly := desired
 		countsOnly.Components = current.Components
-		if due := s.lastSave.Add(countsInterval); equality.Semantic.DeepEqual(current, countsOnly) && now.Before(due) {
+		if due := s.lastSave.Add(countsInterval); applied && equality.Semantic.DeepEqual(current, countsOnly) && now.Before(due) {
 			wake = earliest(wake, due)
-		} else if s.report("apply the Fence status", s.k.applyStatus(ctx, &desired, FieldManager)) {
+		} else if s.report("apply the Fence status", s.k.applyStatus(ctx, &desired, StatusFieldManager)) {
 			s.lastSave = now
 		}
+	}
+	if applied && appliesStatus(&f, formerStatusFieldManager) {
+		// The leader applied the status under the Component controller's
+		// field manager before: once StatusFieldManager owns what it
+		// sends, applying nothing as the former manager removes the fields
+		// only that one still owns, those no longer sent.
+		s.report("release the former field manager's status fields", s.k.applyStatus(ctx, nil, formerStatusFieldManager))
 	}
 	s.observe(state.Cluster.Epoch, target, desired)
 	return wake
@@ -197,41 +207,23 @@ func (s *statusWriter) askAuthority(ctx context.Context, state fencestate.State)
 // instances that no longer run (their Lease ended), and returns the names
 // of those that run (this one always does) and when the first running
 // Lease ends.
-func (s *statusWriter) pruneGoneInstances(ctx context.Context, f *fencegatev1alpha1.Fence, now time.Time) ([]string, time.Time) {
+func (s *statusWriter) pruneGoneInstances(ctx context.Context, f *fencegatev1alpha1.Fence) ([]string, time.Time) {
 	o := s.k.opts
-	var leases coordinationv1.LeaseList
-	if err := o.Client.List(ctx, &leases, client.InNamespace(o.Namespace), client.MatchingLabels{LabelDomain: o.Domain}); !s.report("list the instances' Leases", err) {
+	roster, err := membership.Sweep(ctx, s.k.membership())
+	for _, name := range roster.Ended {
+		o.Logger.Info("fence object: instance gone, its Lease ended", "fence", o.Domain, "instance", name)
+	}
+	if !s.report("sweep the instances' Leases", err) && roster.Live == nil {
 		// Without Leases no entry is known to be gone: keep them all.
 		names := []string{o.Instance}
 		for _, e := range f.Status.Instances {
 			names = append(names, e.Name)
 		}
-		return dedupe(names), time.Time{}
+		slices.Sort(names)
+		return slices.Compact(names), time.Time{}
 	}
-	live := []string{o.Instance}
-	var wake time.Time
-	for i := range leases.Items {
-		l := &leases.Items[i]
-		name := ptr.Deref(l.Spec.HolderIdentity, "")
-		if ends, ok := leaseEnd(l); ok && ends.After(now) {
-			live = append(live, name)
-			wake = earliest(wake, ends)
-			continue
-		}
-		if name == o.Instance {
-			continue
-		}
-		// Ended: its instance stopped renewing. The precondition keeps a
-		// renewal that just came in.
-		err := o.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)})
-		if err == nil {
-			o.Logger.Info("fence object: instance gone, its Lease ended", "fence", o.Domain, "instance", name)
-		}
-		s.report("delete the Lease of a gone instance", client.IgnoreNotFound(ignoreConflict(err)))
-	}
-	live = dedupe(live)
-	s.report("prune the entries of gone instances", s.prune(ctx, f, live))
-	return live, wake
+	s.report("prune the entries of gone instances", s.prune(ctx, f, roster.Live))
+	return roster.Live, roster.NextEnd
 }
 
 // prune removes the entries of instances that do not run, in one JSON patch
@@ -244,25 +236,10 @@ func (s *statusWriter) prune(ctx context.Context, f *fencegatev1alpha1.Fence, li
 			gone = append(gone, ssa.Item{Index: i, Key: e.Name})
 		}
 	}
-	if err := ssa.RemoveListItems(ctx, s.k.opts.Client, f, "/status/instances", "name", gone, FieldManager); err != nil {
+	if err := ssa.RemoveListItems(ctx, s.k.opts.Client, f, "/status/instances", "name", gone, StatusFieldManager); err != nil {
 		return fmt.Errorf("prune the entries of gone instances: %w", err)
 	}
 	return nil
-}
-
-// leaseEnd is when a Lease ends without renewal.
-func leaseEnd(l *coordinationv1.Lease) (time.Time, bool) {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return time.Time{}, false
-	}
-	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), true
-}
-
-func ignoreConflict(err error) error {
-	if apierrors.IsConflict(err) {
-		return nil
-	}
-	return err
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -272,11 +249,6 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-func dedupe(names []string) []string {
-	slices.Sort(names)
-	return slices.Compact(names)
-}
-
 // report logs err once until what failed works again, and says whether it
 // worked.
 func (s *statusWriter) report(what string, err error) bool {
@@ -284,4 +256,11 @@ func (s *statusWriter) report(what string, err error) bool {
 		s.failed = true
 	}
 	return reportOnce(s.k.opts, s.failing, what, err)
+}
+
+// appliesStatus reports whether manager applied some of f's status.
+func appliesStatus(f *fencegatev1alpha1.Fence, manager string) bool {
+	return slices.ContainsFunc(f.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "status"
+	})
 }

@@ -31,8 +31,9 @@ import (
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fenceobject"
+	"github.com/fencegate/fencegate/fenceobject/membership"
+	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/envflag"
-	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/internal/runnable"
 	"github.com/fencegate/fencegate/internal/webhookcerts"
 	"github.com/fencegate/fencegate/webhook"
@@ -128,7 +129,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.declareInterval, "declare-interval", fenceagent.DefaultDeclareInterval, "time between two declarations to the authority (jittered)")
 	fs.DurationVar(&o.declareTimeout, "declare-timeout", fenceagent.DefaultDeclareTimeout, "timeout of each declaration")
 	fs.DurationVar(&o.leaseMargin, "lease-margin", fenceagent.DefaultLeaseMargin, "how long before the authority's lease ends this cluster stops acting as holder without a renewal")
-	fs.DurationVar(&o.instanceLease, "instance-lease-duration", fenceobject.DefaultLeaseDuration, "how long this process's Lease in --namespace lasts without renewal: a process that is gone holds the Fence's Enforced condition back no longer (renewed every third of it)")
+	fs.DurationVar(&o.instanceLease, "instance-lease-duration", membership.DefaultDuration, "how long this process's Lease in --namespace lasts without renewal: a process that is gone holds the Fence's Enforced condition back no longer (renewed every third of it)")
 
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster service account)")
 	fs.Float32Var(&o.kubeQPS, "kube-api-qps", 200, "queries per second to the API server; a fence transition re-marks every Component")
@@ -259,7 +260,7 @@ func (o *runOptions) validate() error {
 	default:
 		errs = append(errs, flagError("webhook-certs", "%q: want %s or %s", o.webhookCerts, webhookCertsSelfSigned, webhookCertsExternal))
 	}
-	if err := fenceobject.CheckLeaseDuration(o.instanceLease); err != nil {
+	if err := membership.CheckDuration(o.instanceLease); err != nil {
 		errs = append(errs, flagError("instance-lease-duration", "%v", err))
 	}
 	if o.kubeQPS <= 0 || o.kubeBurst <= 0 {
@@ -330,8 +331,8 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The controller and the Fence object each follow the agent's changes.
-	changes := notify.NewFanout(agent.Changes())
+	// What the policies see, and the agent's news of its changes.
+	fence := fencestate.Follow(eng.Fence, agent.Subscribe)
 	mgr, err := o.newManager(cfg, scheme, logger)
 	if err != nil {
 		return err
@@ -340,18 +341,18 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := o.addEveryReplica(mgr, eng, agent, changes, certsReady, logger); err != nil {
+	if err := o.addEveryReplica(mgr, eng, agent, certsReady, logger); err != nil {
 		return err
 	}
 	reconciler, err := controller.SetupWithManager(mgr, controller.Options{
-		Policy:       eng,
-		FenceChanges: changes.Subscribe(),
-		Registerer:   ctrlmetrics.Registry,
+		Policy:     eng,
+		Fence:      fence,
+		Registerer: ctrlmetrics.Registry,
 	})
 	if err != nil {
 		return err
 	}
-	if err := o.addFenceObject(mgr, agentOpts.Instance, eng, agent, changes, authority, reconciler.Marks(), logger); err != nil {
+	if err := o.addFenceObject(mgr, agentOpts.Instance, eng, fence, agent, authority, reconciler.Marks(), logger); err != nil {
 		return err
 	}
 	if err := addChecks(mgr, eng, certsReady); err != nil {
@@ -446,7 +447,7 @@ func (o *runOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme, logger
 // and the webhook (once its certificate is in place), each answering
 // admission requests from its own view of the fence. Only the controller
 // needs the leader.
-func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, agent *fenceagent.ClusterFence, changes *notify.Fanout, certsReady <-chan struct{}, logger logr.Logger) error {
+func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, agent *fenceagent.ClusterFence, certsReady <-chan struct{}, logger logr.Logger) error {
 	server, err := webhook.New(webhook.Options{
 		Addr:       o.webhookAddress,
 		CertDir:    o.webhookCertDir,
@@ -460,7 +461,6 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, ag
 	for _, r := range []runnable.EveryReplica{
 		eng.Start,
 		agent.Start,
-		changes.Start,
 		func(ctx context.Context) error {
 			select {
 			case <-certsReady:
@@ -479,28 +479,27 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, ag
 
 // addFenceObject adds the domain's Fence object: every replica reports what
 // it applies, the leader writes the rest.
-func (o *runOptions) addFenceObject(mgr manager.Manager, instance string, eng *engine.Engine, agent *fenceagent.ClusterFence, changes *notify.Fanout, authority fencev1.FenceServiceClient, marks *controller.Marks, logger logr.Logger) error {
+func (o *runOptions) addFenceObject(mgr manager.Manager, instance string, eng *engine.Engine, fence fencestate.Source, agent *fenceagent.ClusterFence, authority fencev1.FenceServiceClient, marks *controller.Marks, logger logr.Logger) error {
 	keeper, err := fenceobject.New(fenceobject.Options{
-		Client:           mgr.GetClient(),
-		Cache:            mgr.GetCache(),
-		Domain:           o.domain,
-		Namespace:        o.namespace,
-		Instance:         instance,
-		FloorEpoch:       o.epoch,
-		Fence:            eng.Fence,
-		SubscribeChanges: changes.Subscribe,
-		Agent:            agent,
-		Authority:        authority,
-		Policy:           eng,
-		Marks:            marks,
-		LeaseDuration:    o.instanceLease,
-		Logger:           logger.WithName("fence-object"),
-		Registerer:       ctrlmetrics.Registry,
+		Client:        mgr.GetClient(),
+		Cache:         mgr.GetCache(),
+		Domain:        o.domain,
+		Namespace:     o.namespace,
+		Instance:      instance,
+		FloorEpoch:    o.epoch,
+		Fence:         fence,
+		Agent:         agent,
+		Authority:     authority,
+		Policy:        eng,
+		Marks:         marks,
+		LeaseDuration: o.instanceLease,
+		Logger:        logger.WithName("fence-object"),
+		Registerer:    ctrlmetrics.Registry,
 	})
 	if err != nil {
 		return err
 	}
-	for _, r := range []manager.Runnable{keeper.Instance(), keeper.Status()} {
+	for _, r := range keeper.Runnables() {
 		if err := mgr.Add(r); err != nil {
 			return fmt.Errorf("add to the manager: %w", err)
 		}

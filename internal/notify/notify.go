@@ -1,11 +1,11 @@
 // Package notify passes "look again" signals between goroutines: a signal
 // is a send on a channel of capacity one that never blocks, so signals sent
 // while one is pending coalesce into it and the reader re-reads whatever
-// state it watches. The fence agent's Changes and the controller's Marks
-// signal this way; Fanout repeats one such signal to several readers.
+// state it watches. The controller's Marks signal this way; Broadcast sends
+// one such signal to every subscriber, as the fence agent does.
 package notify
 
-import "context"
+import "sync"
 
 // New returns a signal channel: capacity one, for Signal.
 func New() chan struct{} { return make(chan struct{}, 1) }
@@ -19,34 +19,29 @@ func Signal(ch chan<- struct{}) {
 	}
 }
 
-// Fanout repeats every signal of one source to each of its subscribers, so
-// that several readers can follow a source that has one channel.
-type Fanout struct {
-	src  <-chan struct{}
+// Broadcast signals each of its subscribers at once, so that several
+// readers follow one source of changes. Its zero value has no subscribers;
+// it is safe for concurrent use.
+type Broadcast struct {
+	mu   sync.Mutex
 	outs []chan struct{}
 }
 
-// NewFanout returns a Fanout of src; Subscribe before Start.
-func NewFanout(src <-chan struct{}) *Fanout { return &Fanout{src: src} }
-
-// Subscribe returns a signal channel that hears every signal of the source
-// from Start on. It must be called before Start.
-func (f *Fanout) Subscribe() <-chan struct{} {
+// Subscribe returns a signal channel that hears every Signal from now on.
+func (b *Broadcast) Subscribe() <-chan struct{} {
 	ch := New()
-	f.outs = append(f.outs, ch)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.outs = append(b.outs, ch)
 	return ch
 }
 
-// Start repeats the source's signals until ctx ends, and returns nil then.
-func (f *Fanout) Start(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-f.src:
-			for _, out := range f.outs {
-				Signal(out)
-			}
-		}
+// Signal tells every subscriber to look again, without ever blocking: a
+// subscriber that has not read its last signal yet keeps that one.
+func (b *Broadcast) Signal() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, out := range b.outs {
+		Signal(out)
 	}
 }

@@ -1,50 +1,56 @@
 package notify_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/fencegate/fencegate/internal/notify"
 )
 
-func TestFanout(t *testing.T) {
-	src := notify.New()
-	f := notify.NewFanout(src)
-	// b is signalled before a: once a heard a signal, b has been sent it.
-	b := f.Subscribe()
-	a := f.Subscribe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- f.Start(ctx) }()
-
-	wait := func(name string, ch <-chan struct{}) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("subscriber %s never heard the signal", name)
-		}
+// signalled reports whether ch holds a signal, taking it.
+func signalled(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
-	for range 3 {
-		notify.Signal(src)
-		wait("a", a)
-		wait("b", b)
+}
+
+func TestBroadcast(t *testing.T) {
+	var b notify.Broadcast
+	b.Signal() // no subscriber yet: heard by none
+	a := b.Subscribe()
+	if signalled(a) {
+		t.Fatal("a subscriber heard a signal sent before it subscribed")
+	}
+	c := b.Subscribe()
+	for round := range 3 {
+		b.Signal()
+		if !signalled(a) || !signalled(c) {
+			t.Fatalf("round %d: every subscriber must hear the signal", round)
+		}
 	}
 	// A subscriber that does not read holds one pending signal and never
 	// blocks the others.
-	for range 3 {
-		notify.Signal(src)
-		wait("a", a)
+	for round := range 3 {
+		b.Signal()
+		if !signalled(a) {
+			t.Fatalf("round %d: a reading subscriber must hear each signal", round)
+		}
 	}
-	wait("b", b)
-	select {
-	case <-b:
+	if !signalled(c) {
+		t.Error("a subscriber that did not read must hold one signal")
+	}
+	if signalled(c) {
 		t.Error("signals to a subscriber that did not read must coalesce into one")
-	default:
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Start returned %v", err)
+}
+
+func TestSignalNeverBlocks(t *testing.T) {
+	ch := notify.New()
+	notify.Signal(ch)
+	notify.Signal(ch) // would block on a full channel
+	if !signalled(ch) || signalled(ch) {
+		t.Error("two signals before a read must coalesce into one")
 	}
 }

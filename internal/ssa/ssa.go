@@ -16,16 +16,20 @@ import (
 
 // StatusConfiguration is the apply configuration that sets status, a
 // typed status value or an unstructured map holding exactly the fields the
-// applier owns, on the object of kind gvk named key.
+// applier owns, on the object of kind gvk named key. A nil status owns
+// nothing: applied, it gives up every field the applier owned.
 func StatusConfiguration(gvk schema.GroupVersionKind, key client.ObjectKey, status any) (runtime.ApplyConfiguration, error) {
-	fields, ok := status.(map[string]any)
-	if !ok {
-		var err error
-		if fields, err = runtime.DefaultUnstructuredConverter.ToUnstructured(status); err != nil {
-			return nil, fmt.Errorf("encode the %s status to apply: %w", gvk.Kind, err)
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if status != nil {
+		fields, ok := status.(map[string]any)
+		if !ok {
+			var err error
+			if fields, err = runtime.DefaultUnstructuredConverter.ToUnstructured(status); err != nil {
+				return nil, fmt.Errorf("encode the %s status to apply: %w", gvk.Kind, err)
+			}
 		}
+		u.Object["status"] = fields
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": fields}}
 	u.SetGroupVersionKind(gvk)
 	u.SetNamespace(key.Namespace)
 	u.SetName(key.Name)
