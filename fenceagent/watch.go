@@ -33,24 +33,17 @@ func (c *ClusterFence) watch(ctx context.Context) {
 // watchOnce follows one WatchFence stream until it fails. Every event, the
 // first snapshot included (it covers what was missed while disconnected),
 // triggers a declaration.
-func (c *ClusterFence) watchOnce(ctx context.Context, onEvent func()) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := c.opts.Client.WatchFence(ctx, &fencev1.WatchFenceRequest{Domain: c.opts.Domain})
-	if err != nil {
-		return err
+func (c *ClusterFence) watchOnce(ctx context.Context, working func()) error {
+	open := func(ctx context.Context) (rewatch.Stream[*fencev1.WatchFenceResponse], error) {
+		return c.opts.Client.WatchFence(ctx, &fencev1.WatchFenceRequest{Domain: c.opts.Domain})
 	}
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		onEvent()
+	return rewatch.Messages(open, func(ev *fencev1.WatchFenceResponse) error {
 		select {
 		case c.watched <- ev.GetFence().GetLeaseTtl().AsDuration():
 		default:
 			// A declaration is already asked for; it will see this
 			// change too.
 		}
-	}
+		return nil
+	})(ctx, working)
 }

@@ -39,22 +39,10 @@ func (o *fenceOptions) watchCommand() *cobra.Command {
 // restart) it watches again, and the new stream starts with a snapshot.
 func (o *fenceOptions) watch(ctx context.Context, client fencev1.FenceServiceClient, p fenceprint.Printer, errOut io.Writer) error {
 	loop := rewatch.Loop{Backoff: rewatch.Exponential(200*time.Millisecond, 5*time.Second), Clock: o.clock}
-	return loop.Run(ctx, func(ctx context.Context, working func()) error {
-		stream, err := client.WatchFence(ctx, &fencev1.WatchFenceRequest{Domain: o.domain})
-		if err != nil {
-			return err
-		}
-		for {
-			ev, err := stream.Recv()
-			if err != nil {
-				return err
-			}
-			working()
-			if err := p.Event(ev); err != nil {
-				return err
-			}
-		}
-	}, func(err error, _ bool, wait time.Duration) error {
+	open := func(ctx context.Context) (rewatch.Stream[*fencev1.WatchFenceResponse], error) {
+		return client.WatchFence(ctx, &fencev1.WatchFenceRequest{Domain: o.domain})
+	}
+	return loop.Run(ctx, rewatch.Messages(open, p.Event), func(err error, _ bool, wait time.Duration) error {
 		if status.Code(err) != codes.Unavailable {
 			return fmt.Errorf("watch the fence at %s: %w", o.conn.address, err)
 		}

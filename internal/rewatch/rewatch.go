@@ -76,3 +76,32 @@ func Exponential(initial, maxInterval time.Duration) *backoff.ExponentialBackOff
 	b.Reset()
 	return b
 }
+
+// Stream is a stream of messages of type T, such as a gRPC server stream.
+type Stream[T any] interface {
+	Recv() (T, error)
+}
+
+// Messages is the Once of a stream that open starts: it hands each message
+// to handle, marks the watch working on the first, and ends when the
+// stream or handle fails. The stream's context ends with the watch.
+func Messages[T any](open func(context.Context) (Stream[T], error), handle func(T) error) Once {
+	return func(ctx context.Context, working func()) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			working()
+			if err := handle(msg); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package rewatch_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,69 @@ func TestExponential(t *testing.T) {
 	b.Reset()
 	if first := b.NextBackOff(); first > 150*time.Millisecond {
 		t.Errorf("first pause after Reset %s, want about 100ms", first)
+	}
+}
+
+// scripted is a stream of the messages it holds, then its end.
+type scripted struct {
+	msgs []string
+	end  error
+}
+
+func (s *scripted) Recv() (string, error) {
+	if len(s.msgs) == 0 {
+		return "", s.end
+	}
+	m := s.msgs[0]
+	s.msgs = s.msgs[1:]
+	return m, nil
+}
+
+// TestMessages: each message of the stream reaches the handler, the first
+// marks the watch working, and the watch ends with the stream's error, the
+// handler's or the opening's.
+func TestMessages(t *testing.T) {
+	errEnd, errHandle, errOpen := errors.New("stream ended"), errors.New("handler failed"), errors.New("cannot open")
+	tests := map[string]struct {
+		stream  *scripted
+		openErr error
+		// failOn makes the handler fail on that message.
+		failOn  string
+		want    []string
+		working bool
+		err     error
+	}{
+		"every message, then the stream's end":    {stream: &scripted{msgs: []string{"a", "b"}, end: errEnd}, want: []string{"a", "b"}, working: true, err: errEnd},
+		"a stream that ends at once never worked": {stream: &scripted{end: errEnd}, err: errEnd},
+		"the handler's error ends the watch":      {stream: &scripted{msgs: []string{"a", "b", "c"}, end: errEnd}, failOn: "b", want: []string{"a", "b"}, working: true, err: errHandle},
+		"a stream that cannot open":               {openErr: errOpen, err: errOpen},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var streamCtx context.Context
+			open := func(ctx context.Context) (rewatch.Stream[string], error) {
+				streamCtx = ctx
+				if tc.openErr != nil {
+					return nil, tc.openErr
+				}
+				return tc.stream, nil
+			}
+			var got []string
+			handle := func(m string) error {
+				got = append(got, m)
+				if m == tc.failOn {
+					return errHandle
+				}
+				return nil
+			}
+			working := false
+			err := rewatch.Messages(open, handle)(context.Background(), func() { working = true })
+			if !errors.Is(err, tc.err) || working != tc.working || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("err %v, working %t, messages %v; want %v, %t, %v", err, working, got, tc.err, tc.working, tc.want)
+			}
+			if streamCtx.Err() == nil {
+				t.Error("the stream's context must end with the watch")
+			}
+		})
 	}
 }
