@@ -75,10 +75,12 @@ func TestFailoverToARestoredCopyNeverOverlaps(t *testing.T) {
 		// authority moved east's generation on twice, at epoch 3.
 		sched := scripted(replicas, step{at: 300 * time.Millisecond, kind: restore, cluster: 0, epoch: 3})
 		sched.end += 4*generationPeriod + 2*leaseTTL
-		h := newRun(t, srv, sched, bodies, nil).play()
-		r := Check(h.Admissions)
-		if len(r.Violations) > 0 {
-			t.Fatal(unsafe(sched, h, r, "replay it with TestFailoverToARestoredCopyNeverOverlaps"))
+		r := newRun(t, srv, sched, bodies, nil)
+		r.awaited = r.copyHeld.Load
+		h := r.play()
+		checked := Check(h.Admissions)
+		if len(checked.Violations) > 0 {
+			t.Fatal(unsafe(sched, h, checked, "replay it with TestFailoverToARestoredCopyNeverOverlaps"))
 		}
 		byCopy := 0
 		for _, a := range h.Admissions {
@@ -86,11 +88,11 @@ func TestFailoverToARestoredCopyNeverOverlaps(t *testing.T) {
 				byCopy++
 			}
 		}
-		t.Logf("%d pod(s) per cluster: %d admitted, %d of them by the copy, %d handovers", replicas, r.Admissions, byCopy, r.Handovers)
-		if byCopy == 0 || r.Handovers == 0 {
+		t.Logf("%d pod(s) per cluster: %d admitted, %d of them by the copy, %d handovers", replicas, checked.Admissions, byCopy, checked.Handovers)
+		if byCopy == 0 || checked.Handovers == 0 {
 			var b strings.Builder
 			h.Write(&b)
-			t.Errorf("the copy admitted %d times after %d handovers: the failover to it never happened; schedule: %s\n%s", byCopy, r.Handovers, sched, b.String())
+			t.Errorf("the copy admitted %d times after %d handovers: the failover to it never happened; schedule: %s\n%s", byCopy, checked.Handovers, sched, b.String())
 		}
 	}
 }

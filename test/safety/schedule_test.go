@@ -26,6 +26,9 @@ const (
 	// within a history, and longer than a declare interval, so that a
 	// process that declares on time never falls two generations behind.
 	generationPeriod = 500 * time.Millisecond
+	// overtime bounds how long a test that waits for an outcome plays on
+	// past its schedule's end (run.awaited).
+	overtime = 30 * time.Second
 	// labReplicas is how many replicas of the authority serve the
 	// histories with the clock nemesis.
 	labReplicas = 3
