@@ -131,7 +131,7 @@ func TestConditionsOfAnEarlierRelease(t *testing.T) {
 	h := newHarness(t, fenced)
 	h.createComponents(t, ctx, 1)
 	comp := get(t, ctx, h)
-	decision, err := h.policy.Reconcile(ctx, nil)
+	decision, err := h.policy.Reconcile(ctx, "default", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

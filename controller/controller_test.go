@@ -52,7 +52,7 @@ func (p *switchablePolicy) Fence() (fencestate.State, bool) {
 	return p.state, true
 }
 
-func (p *switchablePolicy) Reconcile(context.Context, map[string]any) (engine.ReconcileDecision, error) {
+func (p *switchablePolicy) Reconcile(context.Context, string, map[string]any) (engine.ReconcileDecision, error) {
 	s, _ := p.Fence()
 	if s.Status == fencestate.Active {
 		return engine.ReconcileDecision{Reason: fencegatev1alpha1.ReasonFenceHeld, Message: "this cluster holds the fence"}, nil
@@ -68,9 +68,28 @@ var (
 // eventBurst is the Event budget of the controllers under test.
 const eventBurst = 5
 
+// domainPolicies are the policies of each domain, answering for the
+// domain they are asked about.
+type domainPolicies map[string]*switchablePolicy
+
+// DomainOf is the object's label, else the default domain: namespaces
+// name none here.
+func (domainPolicies) DomainOf(_ context.Context, _, label string) (string, error) {
+	if label != "" {
+		return label, nil
+	}
+	return "default", nil
+}
+
+func (p domainPolicies) Reconcile(ctx context.Context, d string, component map[string]any) (engine.ReconcileDecision, error) {
+	return p[d].Reconcile(ctx, d, component)
+}
+
 type harness struct {
-	cp       *cluster.ControlPlane
+	cp *cluster.ControlPlane
+	// policy is the default domain's; policies every domain's.
 	policy   *switchablePolicy
+	policies domainPolicies
 	registry *prometheus.Registry
 	rec      *controller.Reconciler
 }
@@ -87,11 +106,13 @@ func start(t testing.TB, initial fencestate.State) *harness {
 // newHarness starts a control plane; run starts the controller.
 func newHarness(t testing.TB, initial fencestate.State) *harness {
 	t.Helper()
-	return &harness{
+	h := &harness{
 		cp:       cluster.StartForTest(t, cluster.Options{Name: "controller"}),
 		policy:   &switchablePolicy{state: initial},
 		registry: prometheus.NewRegistry(),
 	}
+	h.policies = domainPolicies{"default": h.policy}
+	return h
 }
 
 func (h *harness) run(t testing.TB) {
@@ -108,7 +129,7 @@ func (h *harness) run(t testing.TB) {
 		t.Fatal(err)
 	}
 	if h.rec, err = controller.SetupWithManager(mgr, controller.Options{
-		Policy: h.policy, Fence: h.policy, Registerer: h.registry,
+		Policy: h.policies, Fences: h.fences(), Registerer: h.registry,
 		// A budget of a few Events that never refills within the test.
 		EventBurst: eventBurst, EventsPerSecond: 1e-6,
 	}); err != nil {
@@ -123,6 +144,15 @@ func (h *harness) run(t testing.TB) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+}
+
+// fences are every domain's fence states.
+func (h *harness) fences() map[string]fencestate.Source {
+	out := map[string]fencestate.Source{}
+	for d, p := range h.policies {
+		out[d] = p
+	}
+	return out
 }
 
 // transition changes the fence and signals it, as the agent does.
@@ -304,7 +334,7 @@ func (h *harness) waitProgress(t *testing.T, ctx context.Context, want controlle
 	t.Helper()
 	var got controller.MarkProgress
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		got = h.rec.Marks().Progress()
+		got = h.rec.Marks("default").Progress()
 		return got == want, nil
 	})
 	if err != nil {

@@ -112,6 +112,16 @@ func (m *Marks) marked(name types.NamespacedName, gen uint64, before, after fenc
 	return now.Held
 }
 
+// tracks reports whether the Component has a mark or is still to be
+// marked here.
+func (m *Marks) tracks(name types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, held := m.held[name]
+	_, pending := m.pending[name]
+	return held || pending
+}
+
 // gone records that a Component no longer needs marks (deleted, or being
 // deleted), and returns the held count.
 func (m *Marks) gone(name types.NamespacedName) int {

@@ -13,16 +13,16 @@ import (
 // errors and durations; a counter of fencegate's own would say the same.
 type metrics struct {
 	// held is set from Marks, which knows every Component's last mark.
-	held          prometheus.Gauge
+	held          *prometheus.GaugeVec
 	eventsDropped prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fencegate_components_held",
-			Help: "Components that this cluster currently holds off (SourceConflict=True).",
-		}),
+			Help: "Components of a served fence domain that this cluster currently holds off (SourceConflict=True), by domain.",
+		}, []string{"domain"}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fencegate_controller_events_dropped_total",
 			Help: "Fence transition Events not recorded because the shared Event budget was spent.",

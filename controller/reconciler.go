@@ -10,15 +10,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -29,24 +33,30 @@ const HeldRequeue = 15 * time.Minute
 
 // Policy answers the reconciler's questions; the policy engine implements it.
 type Policy interface {
-	// Reconcile evaluates data.fencegate.reconcile.decision for a Component.
-	Reconcile(ctx context.Context, component map[string]any) (engine.ReconcileDecision, error)
+	// DomainOf returns the fence domain of an object in namespace whose
+	// domain.Label is label ("" for none).
+	DomainOf(ctx context.Context, namespace, label string) (string, error)
+	// Reconcile evaluates data.fencegate.reconcile.decision for a
+	// Component of domain.
+	Reconcile(ctx context.Context, domain string, component map[string]any) (engine.ReconcileDecision, error)
 }
 
 // Reconciler writes each Component's fence conditions.
 type Reconciler struct {
 	client  client.Client
 	policy  Policy
-	source  fencestate.Source
+	fences  map[string]fencestate.Source
 	clock   clock.PassiveClock
 	metrics *metrics
 	events  *eventRecorder
-	marks   *Marks
+	// marks are each served domain's.
+	marks map[string]*Marks
 }
 
-// Marks tells how far the controller got in re-marking the Components for
-// the latest fence state, and how many are held.
-func (r *Reconciler) Marks() *Marks { return r.marks }
+// Marks tells how far the controller got in re-marking the Components of
+// domain for its latest fence state, and how many are held; nil for a
+// domain not served.
+func (r *Reconciler) Marks(domain string) *Marks { return r.marks[domain] }
 
 // Reconcile brings one Component's status in line with the policies'
 // decision. It writes only when the status differs, and then applies only
@@ -55,11 +65,10 @@ func (r *Reconciler) Marks() *Marks { return r.marks }
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
 	log := logr.FromContextOrDiscard(ctx)
 
-	gen := r.marks.generation()
 	var comp fencegatev1alpha1.Component
 	if err := r.client.Get(ctx, req.NamespacedName, &comp); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.metrics.held.Set(float64(r.marks.gone(req.NamespacedName)))
+			r.forget(req.NamespacedName, "")
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("get component %s: %w", req.NamespacedName, err)
@@ -67,20 +76,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// A Component being deleted is its owners' business; a status write
 	// would only race their finalizers.
 	if !comp.DeletionTimestamp.IsZero() {
-		r.metrics.held.Set(float64(r.marks.gone(req.NamespacedName)))
+		r.forget(req.NamespacedName, "")
 		return reconcile.Result{}, nil
+	}
+	d, err := r.policy.DomainOf(ctx, comp.Namespace, comp.Labels[domain.Label])
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("fence domain of component %s: %w", req.NamespacedName, err)
+	}
+	// A Component that moved to d is no longer marked in another domain.
+	r.forget(req.NamespacedName, d)
+	marks := r.marks[d]
+	var gen uint64
+	if marks != nil {
+		gen = marks.generation()
 	}
 
 	input, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&comp)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("convert component %s for the policies: %w", req.NamespacedName, err)
 	}
-	before := r.fence()
-	decision, err := r.policy.Reconcile(ctx, input)
+	before := r.fence(d)
+	decision, err := r.policy.Reconcile(ctx, d, input)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("evaluate reconcile policy for %s: %w", req.NamespacedName, err)
 	}
-	fence := r.fence()
+	fence := r.fence(d)
 
 	desired := Desired(&comp, decision, fence, r.clock.Now())
 	if decision.Hold {
@@ -89,7 +109,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// The Component is marked once its status says what the decision
 	// says: already, or after the write below.
 	mark := func() {
-		r.metrics.held.Set(float64(r.marks.marked(req.NamespacedName, gen, before.Key(), fence.Key(), decision.Hold)))
+		if marks != nil {
+			r.metrics.held.WithLabelValues(d).Set(float64(marks.marked(req.NamespacedName, gen, before.Key(), fence.Key(), decision.Hold)))
+		}
 	}
 	if equality.Semantic.DeepEqual(comp.Status, desired) {
 		mark()
@@ -115,14 +137,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	return result, nil
 }
 
-// fence is the fence state the policies see now; unknown before the agent
-// wrote one.
-func (r *Reconciler) fence() fencestate.State {
-	fence, ok := r.source.Fence()
+// fence is the fence state the policies see now for domain d; unknown
+// before its agent wrote one, and for a domain not served.
+func (r *Reconciler) fence(d string) fencestate.State {
+	var fence fencestate.State
+	ok := false
+	if src, served := r.fences[d]; served {
+		fence, ok = src.Fence()
+	}
 	if !ok {
 		fence.Status = fencestate.Unknown
 	}
 	return fence
+}
+
+// forget drops a Component from the marks of every domain but keep: it
+// was deleted (keep "") or moved to keep.
+func (r *Reconciler) forget(name types.NamespacedName, keep string) {
+	for d, m := range r.marks {
+		if d != keep && m.tracks(name) {
+			r.metrics.held.WithLabelValues(d).Set(float64(m.gone(name)))
+		}
+	}
 }
 
 // sourceConflict returns the SourceConflict condition's status and reason.
@@ -137,9 +173,10 @@ func sourceConflict(status fencegatev1alpha1.ComponentStatus) string {
 type Options struct {
 	// Policy answers the reconcile question; the policy engine in production.
 	Policy Policy
-	// Fence is the fence state the policies decide from; each of its
-	// changes re-enqueues every Component.
-	Fence fencestate.Source
+	// Fences are the fence states the policies decide from, one per
+	// served domain; each change of one re-enqueues every Component of
+	// that domain.
+	Fences map[string]fencestate.Source
 	// MaxConcurrentReconciles bounds parallel status writes (default 8).
 	MaxConcurrentReconciles int
 	// EventsPerSecond and EventBurst bound the Kubernetes Events recorded
@@ -157,8 +194,8 @@ type Options struct {
 
 // SetupWithManager registers the Component controller with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	if opts.Policy == nil || opts.Fence == nil {
-		return nil, errors.New("controller needs a policy to ask and the fence state it decides from")
+	if opts.Policy == nil || len(opts.Fences) == 0 {
+		return nil, errors.New("controller needs a policy to ask and the fence states it decides from")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -179,18 +216,24 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	r := &Reconciler{
 		client:  mgr.GetClient(),
 		policy:  opts.Policy,
-		source:  opts.Fence,
+		fences:  opts.Fences,
 		clock:   opts.Clock,
 		metrics: m,
 		events:  newEventRecorder(mgr.GetEventRecorder("fencegate-controller"), opts.EventsPerSecond, opts.EventBurst, m),
-		marks:   NewMarks(),
+		marks:   make(map[string]*Marks, len(opts.Fences)),
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&fencegatev1alpha1.Component{}).
 		Named("component").
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		WatchesRawSource(enqueueAllOn(opts.Fence.Subscribe(), mgr.GetClient(), r.fence, r.marks)).
-		Complete(r)
+		// A namespace whose domain label changes moves its Components.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.componentsIn))
+	for d, src := range opts.Fences {
+		r.marks[d] = NewMarks()
+		r.metrics.held.WithLabelValues(d)
+		b = b.WatchesRawSource(r.enqueueDomainOn(d, src.Subscribe(), mgr.GetClient()))
+	}
+	err = b.Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("set up component controller: %w", err)
 	}

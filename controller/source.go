@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/types"
-
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -12,36 +11,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
-	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/domain"
 )
 
-// enqueueAllOn is a source that enqueues every Component when it starts and
-// each time changes signals, and begins a generation of marks for the fence
-// state of that moment with them. Bursts coalesce twice: the signal channel
-// holds at most one pending signal, and the work queue holds each Component
-// once.
-func enqueueAllOn(changes <-chan struct{}, reader client.Reader, fence func() fencestate.State, marks *Marks) source.Source {
+// enqueueDomainOn is a source that enqueues every Component of domain d
+// when it starts and each time changes signals, and begins a generation of
+// d's marks for the fence state of that moment with them: a transition of
+// one domain re-marks its Components only. Bursts coalesce twice: the
+// signal channel holds at most one pending signal, and the work queue holds
+// each Component once.
+func (r *Reconciler) enqueueDomainOn(d string, changes <-chan struct{}, reader client.Reader) source.Source {
 	return source.Func(func(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		go func() {
 			for {
 				// The state is read before the list: a Component created
 				// after it is admitted under this state or a later one.
-				key := fence().Key()
-				var list fencegatev1alpha1.ComponentList
-				// The reader is the manager's cache: listing is a memory
-				// read, and only the keys are used, so the cached objects
-				// are not deep-copied (a transition lists every Component).
-				if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+				key := r.fence(d).Key()
+				if names, err := r.componentsOf(ctx, reader, d); err != nil {
 					if ctx.Err() != nil {
 						return
 					}
-					log.FromContext(ctx).Error(err, "listing Components failed", "effect", "not re-checked until the next fence transition")
+					log.FromContext(ctx).Error(err, "listing Components failed", "domain", d, "effect", "not re-checked until the domain's next fence transition")
 				} else {
-					names := make([]types.NamespacedName, len(list.Items))
-					for i := range list.Items {
-						names[i] = client.ObjectKeyFromObject(&list.Items[i])
-					}
-					marks.begin(key, names)
+					r.marks[d].begin(key, names)
 					for _, n := range names {
 						queue.Add(reconcile.Request{NamespacedName: n})
 					}
@@ -55,4 +47,42 @@ func enqueueAllOn(changes <-chan struct{}, reader client.Reader, fence func() fe
 		}()
 		return nil
 	})
+}
+
+// componentsOf lists the Components of domain d.
+func (r *Reconciler) componentsOf(ctx context.Context, reader client.Reader, d string) ([]types.NamespacedName, error) {
+	var list fencegatev1alpha1.ComponentList
+	// The reader is the manager's cache: listing is a memory read, and
+	// only the keys and labels are read, so the cached objects are not
+	// deep-copied (a transition lists every Component).
+	if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	names := make([]types.NamespacedName, 0, len(list.Items))
+	for i := range list.Items {
+		c := &list.Items[i]
+		in, err := r.policy.DomainOf(ctx, c.Namespace, c.Labels[domain.Label])
+		if err != nil {
+			return nil, err
+		}
+		if in == d {
+			names = append(names, client.ObjectKeyFromObject(c))
+		}
+	}
+	return names, nil
+}
+
+// componentsIn are the requests of every Component in the namespace obj,
+// whose domain label may have changed.
+func (r *Reconciler) componentsIn(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list fencegatev1alpha1.ComponentList
+	if err := r.client.List(ctx, &list, client.InNamespace(obj.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing the Components of a namespace failed", "namespace", obj.GetName(), "effect", "its Components keep their domain's marks until they are reconciled again")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return reqs
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/valyala/fastjson"
 
+	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/fencestate"
 )
 
@@ -46,8 +48,14 @@ type AdmissionResult struct {
 	Request AdmissionRequest
 	// Decision is the policy's answer.
 	Decision AdmissionDecision
-	// Fence is the fence state the policy saw.
-	Fence fencestate.State
+	// Domain is the fence domain of the object (of the one deleted, for a
+	// DELETE), and Fence its state as the policy saw it.
+	Domain string
+	Fence  fencestate.State
+	// FromDomain is, for an UPDATE that moves the object into Domain from
+	// another domain, that domain; empty otherwise. Decision then is both
+	// domains' (see moving).
+	FromDomain string
 	// Revision is the policy revision that decided.
 	Revision string
 }
@@ -91,20 +99,115 @@ func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error
 	if res.Request, err = decodeRequest(review.Get("request")); err != nil {
 		return res, err
 	}
-	snap, err := e.current.Load().at(ctx, now)
-	if err != nil {
+	var from string
+	if res.Domain, from, err = e.domainsOf(ctx, review.Get("request"), res.Request); err != nil {
 		return res, err
 	}
-	res.Fence, res.Revision = snap.fence, snap.policy.revision
-	if !snap.hasFence {
-		return res, ErrNotReady
-	}
+	v := e.current.Load()
+	res.Revision = v.policy.revision
 	var evaluated bool
-	if res.Decision, evaluated, err = snap.decide(ctx, review, now); err != nil {
+	if res.Decision, res.Fence, evaluated, err = v.decide(ctx, res.Domain, review, now); err != nil {
 		return res, err
+	}
+	if from != "" {
+		res.FromDomain = from
+		out, _, outEvaluated, err := v.decide(ctx, from, review, now)
+		if err != nil {
+			return res, err
+		}
+		res.Decision = moving(res.Decision, out, from)
+		evaluated = evaluated || outEvaluated
 	}
 	e.recent.record(body, evaluated, now)
 	return res, nil
+}
+
+// decide answers a parsed AdmissionReview with the snapshot of domain d
+// that applies at now, and returns the state it saw.
+func (v *view) decide(ctx context.Context, d string, review *fastjson.Value, now time.Time) (AdmissionDecision, fencestate.State, bool, error) {
+	snap, err := v.snapshot(d).at(ctx, now)
+	if err != nil {
+		return AdmissionDecision{}, fencestate.State{}, false, err
+	}
+	if !snap.hasFence {
+		return AdmissionDecision{}, snap.fence, false, fmt.Errorf("domain %s: %w", d, ErrNotReady)
+	}
+	decision, evaluated, err := snap.decide(ctx, review, now)
+	return decision, snap.fence, evaluated, err
+}
+
+// domainsOf returns the fence domain of the request's object (the old
+// object, for a DELETE) and, for an UPDATE whose old object is in another
+// domain, that one.
+func (e *Engine) domainsOf(ctx context.Context, request *fastjson.Value, req AdmissionRequest) (to, from string, err error) {
+	object := request.Get("object")
+	if object == nil || object.Type() == fastjson.TypeNull {
+		object = request.Get("oldObject")
+	}
+	label, err := domainLabel(object, "object")
+	if err != nil {
+		return "", "", err
+	}
+	if to, err = e.domains.Of(ctx, req.Namespace, label); err != nil {
+		return "", "", err
+	}
+	old := request.Get("oldObject")
+	if req.Operation != "UPDATE" || old == nil || old.Type() == fastjson.TypeNull {
+		return to, "", nil
+	}
+	oldLabel, err := domainLabel(old, "oldObject")
+	if err != nil || oldLabel == label {
+		return to, "", err
+	}
+	if from, err = e.domains.Of(ctx, req.Namespace, oldLabel); err != nil || from == to {
+		return to, "", err
+	}
+	return to, from, nil
+}
+
+// domainLabel is the domain.Label of object (request.field); "" when it
+// has none.
+func domainLabel(object *fastjson.Value, field string) (string, error) {
+	v := object.Get("metadata", "labels", domain.Label)
+	if v == nil || v.Type() == fastjson.TypeNull {
+		return "", nil
+	}
+	b, err := v.StringBytes()
+	if err != nil {
+		return "", badRequest("request.%s.metadata.labels[%q] is a JSON %s: want a string", field, domain.Label, v.Type())
+	}
+	return string(b), nil
+}
+
+// moving is the decision on a change that moves an object into a domain
+// (into: that domain's decision) out of another one (out, fromDomain's):
+// it is allowed only when both domains' policies allow it. A cluster that
+// does not hold the old domain must not take its objects away by
+// relabelling them, nor one that does not hold the new domain bring them
+// in. The patch (the fencing token stamped) is the new domain's.
+func moving(into, out AdmissionDecision, fromDomain string) AdmissionDecision {
+	d := AdmissionDecision{
+		Allowed:    into.Allowed && out.Allowed,
+		Reasons:    slices.Clone(into.Reasons),
+		Warnings:   slices.Clone(into.Warnings),
+		Violations: slices.Clone(into.Violations),
+		Patch:      into.Patch,
+	}
+	for _, r := range out.Reasons {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("moving the object out of fence domain %s: %s", fromDomain, r))
+	}
+	for _, w := range out.Warnings {
+		if !slices.Contains(d.Warnings, w) {
+			d.Warnings = append(d.Warnings, w)
+		}
+	}
+	for _, v := range out.Violations {
+		d.Violations = append(d.Violations, fmt.Sprintf("moving the object out of fence domain %s: %s", fromDomain, v))
+	}
+	if !d.Allowed {
+		d.Patch = nil
+	}
+	return d
 }
 
 // decide answers a parsed AdmissionReview from the decisions the snapshot

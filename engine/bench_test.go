@@ -81,7 +81,7 @@ func BenchmarkReconcile(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := e.Reconcile(context.Background(), component); err != nil {
+		if _, err := e.Reconcile(context.Background(), "default", component); err != nil {
 			b.Fatal(err)
 		}
 	}

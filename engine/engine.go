@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
+	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/promreg"
 )
@@ -42,6 +46,13 @@ type Options struct {
 	// ReloadDelay is how long Start waits for a burst of file changes to
 	// settle before reloading; 0 means 200ms.
 	ReloadDelay time.Duration
+	// Domains are the fence domains served, the default first (see
+	// domain.Served); none means rpctypes.DefaultDomain alone. Each has a
+	// data.fence of its own, which the agent of that domain writes.
+	Domains []string
+	// Namespaces gives the namespaces' domain labels, for objects that
+	// have none of their own; nil when namespaces name no domains.
+	Namespaces domain.Namespaces
 }
 
 // Engine loads and hot-reloads the policies, holds the fence state the agent
@@ -55,8 +66,12 @@ type Engine struct {
 	reloadDelay time.Duration
 	reloads     *prometheus.CounterVec
 
-	// current is the snapshot evaluations read; writers replace it.
-	current atomic.Pointer[snapshot]
+	// domains resolves an object's fence domain.
+	domains domain.Resolver
+	// served are the domains served, the default first.
+	served []string
+	// current is the view evaluations read; writers replace it.
+	current atomic.Pointer[view]
 	// mu serializes the writers of current: fence writes and the swap of
 	// a reloaded revision.
 	mu sync.Mutex
@@ -128,6 +143,15 @@ func New(opts Options) (*Engine, error) {
 	if e.log.GetSink() == nil {
 		e.log = logr.Discard()
 	}
+	served := opts.Domains
+	if len(served) == 0 {
+		served = []string{rpctypes.DefaultDomain}
+	}
+	served, err := domain.Served(served[0], served[1:])
+	if err != nil {
+		return nil, fmt.Errorf("policy engine: %w", err)
+	}
+	e.served, e.domains = served, domain.Resolver{Default: served[0], Namespaces: opts.Namespaces}
 	src, err := e.readSource()
 	if err != nil {
 		return nil, err
@@ -136,11 +160,11 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := newSnapshot(context.Background(), p, nil, nil)
+	v, err := newView(context.Background(), p, e.served, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.try(context.Background(), p, snap); err != nil {
+	if err := e.try(context.Background(), p, v.domains[e.served[0]]); err != nil {
 		return nil, err
 	}
 	// Both results are exported from the start, so that a dashboard sees
@@ -150,10 +174,10 @@ func New(opts Options) (*Engine, error) {
 	if err := promreg.Register(opts.Registerer, "engine", e.reloads, newPolicyCollector(e)); err != nil {
 		return nil, err
 	}
-	e.current.Store(snap)
+	e.current.Store(v)
 	status := e.activeStatus(p, e.clock.Now())
 	e.status.Store(&status)
-	e.logLoaded(snap)
+	e.logLoaded(v)
 	return e, nil
 }
 
@@ -192,15 +216,15 @@ func (e *Engine) readSource() (policySource, error) {
 	return policySource{files: files, config: config, unknownConfigKeys: unknown, revision: revision}, nil
 }
 
-// logLoaded logs the revision of s, just put in force.
-func (e *Engine) logLoaded(s *snapshot) {
-	p := s.policy
+// logLoaded logs the revision of v, just put in force.
+func (e *Engine) logLoaded(v *view) {
+	p := v.policy
 	e.log.Info("policies loaded", "revision", p.revision, "source", e.source(), "files", p.files, "configFiles", e.configFiles)
 	if len(p.unknownConfigKeys) > 0 {
 		e.log.Info("config has keys the shipped policies do not read",
 			"keys", p.unknownConfigKeys, "effect", "passed to the policies as they are")
 	}
-	e.logResidualError(s)
+	e.logResidualError(v.domains[e.served[0]])
 }
 
 // logResidualError reports once per revision that requests are evaluated
@@ -216,31 +240,51 @@ func (e *Engine) logResidualError(s *snapshot) {
 	}
 }
 
-// WriteFence stores the fence state the policies read as data.fence. When it
-// returns, every new evaluation sees the new state; evaluations in flight
-// finish with the one they started with.
+// WriteFence stores the fence state of its domain (state.Domain; empty
+// means the default domain) that the policies read as data.fence for the
+// objects of that domain. When it returns, every new evaluation sees the
+// new state; evaluations in flight finish with the one they started with.
+// The other domains' snapshots are left as they are.
 func (e *Engine) WriteFence(ctx context.Context, state fencestate.State) error {
 	if state.Status == "" {
 		return errors.New("write fence state: the state has no status")
 	}
+	d := state.Domain
+	if d == "" {
+		d = e.served[0]
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	current := e.current.Load()
-	snap, err := newSnapshot(ctx, current.policy, &state, current)
+	prev, ok := current.domains[d]
+	if !ok {
+		return fmt.Errorf("write fence state: domain %q is not served here (served: %s)", d, strings.Join(e.served, ", "))
+	}
+	snap, err := newSnapshot(ctx, current.policy, &state, prev)
 	if err != nil {
-		return fmt.Errorf("write fence state: %w", err)
+		return fmt.Errorf("write fence state of domain %s: %w", d, err)
 	}
 	e.logResidualError(snap)
-	e.current.Store(snap)
+	e.current.Store(current.with(d, snap))
 	return nil
 }
 
-// Fence returns the fence state the policies see now, and false until the
-// agent wrote one. An active state whose validity has passed is returned as
+// Domains are the fence domains served, the default first.
+func (e *Engine) Domains() []string { return slices.Clone(e.served) }
+
+// DomainOf returns the fence domain of an object in namespace whose
+// domain.Label is label ("" when it has none).
+func (e *Engine) DomainOf(ctx context.Context, namespace, label string) (string, error) {
+	return e.domains.Of(ctx, namespace, label)
+}
+
+// Fence returns the fence state the policies see now for domain's
+// objects, and false until its agent wrote one (always, for a domain not
+// served). An active state whose validity has passed is returned as
 // unknown, as the policies see it.
-func (e *Engine) Fence() (fencestate.State, bool) {
-	snap := e.current.Load()
-	if !snap.hasFence {
+func (e *Engine) Fence(domain string) (fencestate.State, bool) {
+	snap, ok := e.current.Load().domains[domain]
+	if !ok || !snap.hasFence {
 		return fencestate.State{}, false
 	}
 	if applies, err := snap.at(context.Background(), e.clock.Now()); err == nil {
@@ -249,11 +293,18 @@ func (e *Engine) Fence() (fencestate.State, bool) {
 	return snap.fence, true
 }
 
-// Ready returns nil once the policies are compiled and a fence state is
-// stored, and otherwise says what is missing.
+// Ready returns nil once the policies are compiled and every served domain
+// has a fence state, and otherwise says what is missing.
 func (e *Engine) Ready() error {
-	if !e.current.Load().hasFence {
-		return ErrNotReady
+	v := e.current.Load()
+	var missing []string
+	for _, d := range e.served {
+		if !v.domains[d].hasFence {
+			missing = append(missing, d)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: no fence state yet for domain %s", ErrNotReady, strings.Join(missing, ", "))
 	}
 	return nil
 }
@@ -268,11 +319,11 @@ func (e *Engine) Revision() string {
 	return e.current.Load().policy.revision
 }
 
-// Reconcile evaluates data.fencegate.reconcile.decision for a Component
-// (input {"component": component}).
-func (e *Engine) Reconcile(ctx context.Context, component map[string]any) (ReconcileDecision, error) {
+// Reconcile evaluates data.fencegate.reconcile.decision for a Component of
+// domain (input {"component": component}), with that domain's data.fence.
+func (e *Engine) Reconcile(ctx context.Context, domain string, component map[string]any) (ReconcileDecision, error) {
 	now := e.clock.Now()
-	snap, err := e.current.Load().at(ctx, now)
+	snap, err := e.current.Load().snapshot(domain).at(ctx, now)
 	if err != nil {
 		return ReconcileDecision{}, err
 	}
@@ -335,28 +386,28 @@ func (e *Engine) Reload(ctx context.Context) error {
 	if err != nil {
 		return fail(src.revision, err)
 	}
-	snap, err := newSnapshot(ctx, p, current.fenceState(), nil)
+	v, err := newView(ctx, p, e.served, current.states())
 	if err != nil {
 		return fail(src.revision, err)
 	}
-	if err := e.try(ctx, p, snap); err != nil {
+	if err := e.try(ctx, p, v.domains[e.served[0]]); err != nil {
 		return fail(src.revision, err)
 	}
 	e.mu.Lock()
 	if latest := e.current.Load(); latest != current {
-		// The fence moved while the revision was tried (every status was
-		// tried): it serves the state in force now.
-		if snap, err = newSnapshot(ctx, p, latest.fenceState(), nil); err != nil {
+		// A fence moved while the revision was tried (every status was
+		// tried): it serves the states in force now.
+		if v, err = newView(ctx, p, e.served, latest.states()); err != nil {
 			e.mu.Unlock()
 			return fail(src.revision, err)
 		}
 	}
-	e.current.Store(snap)
+	e.current.Store(v)
 	e.mu.Unlock()
 	e.reloads.WithLabelValues("success").Inc()
 	status = e.activeStatus(p, now)
 	status.LastReload = &ReloadResult{Time: now, Result: "success", Revision: p.revision}
 	e.status.Store(&status)
-	e.logLoaded(snap)
+	e.logLoaded(v)
 	return nil
 }

@@ -57,10 +57,10 @@ func TestReadyAndFence(t *testing.T) {
 	if err := e.Ready(); !errors.Is(err, engine.ErrNotReady) {
 		t.Errorf("Ready before a fence write = %v, want ErrNotReady", err)
 	}
-	if _, ok := e.Fence(); ok {
+	if _, ok := e.Fence("default"); ok {
 		t.Error("Fence before a fence write reports a state")
 	}
-	if _, err := e.Reconcile(context.Background(), map[string]any{}); !errors.Is(err, engine.ErrNotReady) {
+	if _, err := e.Reconcile(context.Background(), "default", map[string]any{}); !errors.Is(err, engine.ErrNotReady) {
 		t.Errorf("Reconcile before a fence write = %v, want ErrNotReady", err)
 	}
 	body := enginetest.Review(t, engine.ReviewRequest{Operation: "CREATE", Object: enginetest.Component("billing", "default", nil)})
@@ -76,7 +76,7 @@ func TestReadyAndFence(t *testing.T) {
 	if err := e.Ready(); err != nil {
 		t.Errorf("Ready after a fence write = %v", err)
 	}
-	if got, ok := e.Fence(); !ok || got != westFenced {
+	if got, ok := e.Fence("default"); !ok || got != westFenced {
 		t.Errorf("Fence = %+v, %v; want %+v", got, ok, westFenced)
 	}
 	if err := e.WriteFence(context.Background(), fencestate.State{}); err == nil {
@@ -300,7 +300,7 @@ func TestReconcile(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			writeFence(t, e, tc.state)
-			d, err := e.Reconcile(context.Background(), component)
+			d, err := e.Reconcile(context.Background(), "default", component)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,10 +345,10 @@ func TestLeaseExpiry(t *testing.T) {
 			if !step.wantAllowed && !strings.Contains(strings.Join(res.Decision.Reasons, ""), "was valid until 2026-03-01T12:00:10Z and was not renewed") {
 				t.Errorf("reasons %q do not say that the lease expired", res.Decision.Reasons)
 			}
-			if fence, _ := e.Fence(); fence.Status != step.wantStatus {
+			if fence, _ := e.Fence("default"); fence.Status != step.wantStatus {
 				t.Errorf("Fence().Status = %s, want %s", fence.Status, step.wantStatus)
 			}
-			d, err := e.Reconcile(context.Background(), map[string]any{})
+			d, err := e.Reconcile(context.Background(), "default", map[string]any{})
 			if err != nil || d.Reason != step.wantReason {
 				t.Errorf("Reconcile = %+v, %v; want reason %s", d, err, step.wantReason)
 			}

@@ -514,3 +514,41 @@ func TestRecentReviews(t *testing.T) {
 		})
 	}
 }
+
+// TestTransitionLeavesOtherDomains: a fence write of one domain replaces
+// that domain's snapshot only; the others keep theirs, their residuals and
+// remembered decisions included.
+func TestTransitionLeavesOtherDomains(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(Options{Domains: []string{"default", "payments", "search"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func(d string, status fencestate.Status) fencestate.State {
+		return fencestate.State{Status: status, Domain: d, Cluster: fencestate.Cluster{Name: "east", Epoch: 1}, Holder: fencestate.Cluster{Name: "west", Epoch: 2}}
+	}
+	for _, d := range []string{"default", "payments", "search"} {
+		if err := e.WriteFence(ctx, state(d, fencestate.Fenced)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := e.current.Load()
+	if err := e.WriteFence(ctx, state("payments", fencestate.Active)); err != nil {
+		t.Fatal(err)
+	}
+	after := e.current.Load()
+	for _, d := range []string{"default", "search"} {
+		if after.domains[d] != before.domains[d] {
+			t.Errorf("domain %s's snapshot was rebuilt by payments' transition", d)
+		}
+	}
+	if after.domains["payments"] == before.domains["payments"] || after.domains["payments"].fence.Status != fencestate.Active {
+		t.Error("payments' snapshot does not hold its new state")
+	}
+	if after.unserved != before.unserved || after.policy != before.policy {
+		t.Error("a fence write rebuilt the unserved snapshot or the policy")
+	}
+	if before.domains["payments"].fence.Status != fencestate.Fenced {
+		t.Error("the view replaced was changed: views are immutable")
+	}
+}

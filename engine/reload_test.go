@@ -151,7 +151,7 @@ func TestHotReload(t *testing.T) {
 	})
 
 	t.Run("the fence state survives a reload", func(t *testing.T) {
-		if fence, ok := e.Fence(); !ok || fence != westFenced {
+		if fence, ok := e.Fence("default"); !ok || fence != westFenced {
 			t.Errorf("Fence after reloads = %+v, %v", fence, ok)
 		}
 	})

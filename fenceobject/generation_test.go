@@ -33,7 +33,7 @@ func (noPending) GetFence(context.Context, *fencev1.GetFenceRequest, ...grpc.Cal
 
 type fixedPolicy struct{}
 
-func (fixedPolicy) Reconcile(context.Context, map[string]any) (engine.ReconcileDecision, error) {
+func (fixedPolicy) Reconcile(context.Context, string, map[string]any) (engine.ReconcileDecision, error) {
 	return engine.ReconcileDecision{Message: "the policies' words"}, nil
 }
 

@@ -83,7 +83,7 @@ type Agent interface {
 // Policy answers what the policies say of the fence state; the policy
 // engine implements it.
 type Policy interface {
-	Reconcile(ctx context.Context, component map[string]any) (engine.ReconcileDecision, error)
+	Reconcile(ctx context.Context, domain string, component map[string]any) (engine.ReconcileDecision, error)
 }
 
 // Marks is the controller's progress in marking the Components.

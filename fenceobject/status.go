@@ -117,7 +117,7 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 	now := o.Clock.Now()
 	live, wake := s.pruneGoneInstances(ctx, &f)
 	message := state.Message
-	if d, err := o.Policy.Reconcile(ctx, map[string]any{}); s.report("ask the policies for the fence's message", err) {
+	if d, err := o.Policy.Reconcile(ctx, o.Domain, map[string]any{}); s.report("ask the policies for the fence's message", err) {
 		message = d.Message
 	}
 	target := TargetEpoch(o.FloorEpoch, &f)

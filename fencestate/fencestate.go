@@ -55,6 +55,10 @@ const (
 	// ReasonShuttingDown: the agent stopped (its process is shutting down)
 	// and gives its lease up; this process no longer acts as holder.
 	ReasonShuttingDown = "SHUTTING_DOWN"
+	// ReasonDomainNotServed: the object belongs to a fence domain this
+	// fencegate does not serve; no agent declares for it here. The engine
+	// decides such objects with this reason, status unknown.
+	ReasonDomainNotServed = "DOMAIN_NOT_SERVED"
 )
 
 // Cluster identifies a cluster and the epoch it declares.

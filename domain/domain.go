@@ -1,0 +1,90 @@
+// Package domain says which fence domain an object belongs to, and checks
+// the domains one fencegate serves. A Component's domain is its label
+// fencegate.dev/domain, else its namespace's, else the default domain:
+// one cluster holds the fence of some applications' domains while its peer
+// holds the others' (active/active by application), and each fails over
+// on its own.
+package domain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
+)
+
+// Label is the label of a Component, or of a namespace for the Components
+// in it, that names its fence domain.
+const Label = "fencegate.dev/domain"
+
+// MaxServed bounds the domains one fencegate serves: each runs a fence
+// agent (a declaration every few seconds), a Fence object and a policy
+// snapshot of its own.
+const MaxServed = 100
+
+// Namespaces tells the domain label of a namespace.
+type Namespaces interface {
+	// DomainLabel returns the value of the namespace's Label; "" when it
+	// has none or the namespace is not known.
+	DomainLabel(ctx context.Context, namespace string) (string, error)
+}
+
+// Resolver finds the domain of an object.
+type Resolver struct {
+	// Default is the domain of an object that neither it nor its namespace
+	// labels.
+	Default string
+	// Namespaces gives the namespaces' labels; nil when namespaces name no
+	// domains.
+	Namespaces Namespaces
+}
+
+// Of returns the domain of the object in namespace whose Label is label
+// ("" when it has none): label, else the namespace's, else the default.
+// The domain is not checked: one this fencegate does not serve is decided
+// as such.
+func (r Resolver) Of(ctx context.Context, namespace, label string) (string, error) {
+	if label != "" {
+		return label, nil
+	}
+	if r.Namespaces != nil && namespace != "" {
+		ns, err := r.Namespaces.DomainLabel(ctx, namespace)
+		if err != nil {
+			return "", fmt.Errorf("the fence domain of namespace %s: %w", namespace, err)
+		}
+		if ns != "" {
+			return ns, nil
+		}
+	}
+	return r.Default, nil
+}
+
+// Served returns the domains one fencegate serves, the default first and
+// then the others as given without repeats, checking each name and their
+// number.
+func Served(def string, others []string) ([]string, error) {
+	served := []string{def}
+	var errs []error
+	if err := rpctypes.ValidateDomain(def); err != nil {
+		errs = append(errs, fmt.Errorf("default domain: %w", err))
+	}
+	for _, d := range others {
+		if slices.Contains(served, d) {
+			continue
+		}
+		if err := rpctypes.ValidateDomain(d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		served = append(served, d)
+	}
+	if len(served) > MaxServed {
+		errs = append(errs, fmt.Errorf("%d domains: one fencegate serves at most %d (each has its own agent, Fence and policy snapshot); run another release for more", len(served), MaxServed))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return served, nil
+}
