@@ -8,17 +8,20 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
@@ -192,6 +195,17 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
+// domainLabelChanged passes the updates of a namespace that change its
+// domain label: only those move its Components to another domain.
+var domainLabelChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetLabels()[domain.Label] != e.ObjectNew.GetLabels()[domain.Label]
+	},
+}
+
 // SetupWithManager registers the Component controller with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Policy == nil || len(opts.Fences) == 0 {
@@ -227,7 +241,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Named("component").
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		// A namespace whose domain label changes moves its Components.
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.componentsIn))
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.componentsIn), builder.WithPredicates(domainLabelChanged))
 	for d, src := range opts.Fences {
 		r.marks[d] = NewMarks()
 		r.metrics.held.WithLabelValues(d)

@@ -12,6 +12,10 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
 )
 
@@ -87,4 +91,23 @@ func Served(def string, others []string) ([]string, error) {
 		return nil, errors.Join(errs...)
 	}
 	return served, nil
+}
+
+// NamespaceLabels reads the namespaces' domain labels through a reader,
+// the manager's cache in production.
+type NamespaceLabels struct {
+	Reader client.Reader
+}
+
+// DomainLabel returns the Label of namespace; "" when the namespace is
+// not known.
+func (n NamespaceLabels) DomainLabel(ctx context.Context, namespace string) (string, error) {
+	var ns corev1.Namespace
+	if err := n.Reader.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("read namespace %s: %w", namespace, err)
+	}
+	return ns.Labels[Label], nil
 }

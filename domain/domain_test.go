@@ -8,6 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
 	"github.com/fencegate/fencegate/domain"
 )
 
@@ -87,5 +92,23 @@ func TestServed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestNamespaceLabels(t *testing.T) {
+	reader := fake.NewClientBuilder().WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{domain.Label: "payments"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain", Labels: map[string]string{"team": "a"}}},
+	).Build()
+	n := domain.NamespaceLabels{Reader: reader}
+	for ns, want := range map[string]string{"shop": "payments", "plain": "", "missing": ""} {
+		got, err := n.DomainLabel(context.Background(), ns)
+		if err != nil || got != want {
+			t.Errorf("DomainLabel(%s) = %q, %v; want %q", ns, got, err, want)
+		}
+	}
+	broken := domain.NamespaceLabels{Reader: fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build()}
+	if _, err := broken.DomainLabel(context.Background(), "shop"); err == nil || !strings.Contains(err.Error(), "read namespace shop") {
+		t.Errorf("DomainLabel without the Namespace type = %v; want an error naming the namespace", err)
 	}
 }

@@ -272,6 +272,9 @@ func (e *Engine) WriteFence(ctx context.Context, state fencestate.State) error {
 // Domains are the fence domains served, the default first.
 func (e *Engine) Domains() []string { return slices.Clone(e.served) }
 
+// Serves says whether domain is one of the fence domains served.
+func (e *Engine) Serves(domain string) bool { return slices.Contains(e.served, domain) }
+
 // DomainOf returns the fence domain of an object in namespace whose
 // domain.Label is label ("" when it has none).
 func (e *Engine) DomainOf(ctx context.Context, namespace, label string) (string, error) {

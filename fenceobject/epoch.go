@@ -29,7 +29,7 @@ type epochSync struct {
 func (k *Keeper) runEpochSync(ctx context.Context) error {
 	changes := k.opts.Fence.Subscribe()
 	events := notify.New()
-	if err := watch(ctx, k.opts.Cache, &fencegatev1alpha1.Fence{}, events); err != nil {
+	if err := k.watch(ctx, &fencegatev1alpha1.Fence{}, events); err != nil {
 		return err
 	}
 	e := &epochSync{k: k, failing: map[string]bool{}}

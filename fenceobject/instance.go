@@ -40,7 +40,7 @@ type instance struct {
 func (k *Keeper) runInstance(ctx context.Context) error {
 	changes := k.opts.Fence.Subscribe()
 	events := notify.New()
-	if err := watch(ctx, k.opts.Cache, &fencegatev1alpha1.Fence{}, events); err != nil {
+	if err := k.watch(ctx, &fencegatev1alpha1.Fence{}, events); err != nil {
 		return err
 	}
 	i := &instance{k: k, lease: membership.NewLease(k.membership()), failing: map[string]bool{}}

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -121,34 +122,60 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// CacheOptions narrow the manager's cache to what fenceobject reads: the
-// Fence of the domain only (so that RBAC can name it), and the Leases of
-// the domain's instances in namespace only.
-func CacheOptions(domain, namespace string) map[client.Object]cache.ByObject {
+// CacheOptions narrows the manager's cache to what the Keepers of domains
+// read: those domains' Fences, and the instances' Leases of those domains
+// in namespace.
+func CacheOptions(domains []string, namespace string) (map[client.Object]cache.ByObject, error) {
+	fences := cache.ByObject{}
+	if len(domains) == 1 {
+		// One Fence is read by name, which RBAC can grant by name.
+		fences.Field = fields.OneTermEqualSelector("metadata.name", domains[0])
+	}
+	inDomains, err := labels.NewRequirement(membership.LabelDomain, selection.In, domains)
+	if err != nil {
+		return nil, fmt.Errorf("fence domains %v as a label selector: %w", domains, err)
+	}
 	return map[client.Object]cache.ByObject{
-		&fencegatev1alpha1.Fence{}: {Field: fields.OneTermEqualSelector("metadata.name", domain)},
+		&fencegatev1alpha1.Fence{}: fences,
 		&coordinationv1.Lease{}: {
 			Namespaces: map[string]cache.Config{namespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{membership.LabelDomain: domain}),
+			Label:      labels.NewSelector().Add(*inDomains),
 		},
-	}
+	}, nil
 }
 
-// watch signals events on every change of an object of obj's kind in the
-// cache.
-func watch(ctx context.Context, c cache.Cache, obj client.Object, events chan<- struct{}) error {
-	inf, err := c.GetInformer(ctx, obj)
+// watch signals events on every change in the cache of an object of obj's
+// kind that belongs to the Keeper's domain: its Fence, or its instances'
+// Leases.
+func (k *Keeper) watch(ctx context.Context, obj client.Object, events chan<- struct{}) error {
+	inf, err := k.opts.Cache.GetInformer(ctx, obj)
 	if err != nil {
 		return fmt.Errorf("watch %T: %w", obj, err)
 	}
-	signal := func() { notify.Signal(events) }
+	signal := func(o any) {
+		if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = tomb.Obj
+		}
+		if o, ok := o.(client.Object); ok && k.ofDomain(o) {
+			notify.Signal(events)
+		}
+	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { signal() },
-		UpdateFunc: func(any, any) { signal() },
-		DeleteFunc: func(any) { signal() },
+		AddFunc:    signal,
+		UpdateFunc: func(_, o any) { signal(o) },
+		DeleteFunc: signal,
 	})
 	if err != nil {
 		return fmt.Errorf("watch %T: %w", obj, err)
 	}
 	return nil
+}
+
+// ofDomain says whether o is the Keeper's Fence or one of its domain's
+// instance Leases.
+func (k *Keeper) ofDomain(o client.Object) bool {
+	if _, ok := o.(*fencegatev1alpha1.Fence); ok {
+		return o.GetName() == k.opts.Domain
+	}
+	return o.GetLabels()[membership.LabelDomain] == k.opts.Domain
 }

@@ -59,7 +59,7 @@ func (k *Keeper) runStatus(ctx context.Context) error {
 	changes := k.opts.Fence.Subscribe()
 	events := notify.New()
 	for _, obj := range []client.Object{&fencegatev1alpha1.Fence{}, &coordinationv1.Lease{}} {
-		if err := watch(ctx, k.opts.Cache, obj, events); err != nil {
+		if err := k.watch(ctx, obj, events); err != nil {
 			return err
 		}
 	}

@@ -149,7 +149,7 @@ func (h admissionHandler) record(res engine.AdmissionResult, resp *admissionv1.A
 	case !resp.Allowed:
 		result = resultDenied
 	}
-	h.metrics.decisions.WithLabelValues(string(h.endpoint), operationLabel(req.Operation), result).Inc()
+	h.metrics.decisions.WithLabelValues(string(h.endpoint), operationLabel(req.Operation), result, domainLabel(res.Domain, h.engine.Serves)).Inc()
 	h.metrics.duration.WithLabelValues(string(h.endpoint)).Observe(elapsed.Seconds())
 
 	kv := []any{
@@ -167,11 +167,15 @@ func (h admissionHandler) record(res engine.AdmissionResult, resp *admissionv1.A
 		"warnings", d.Warnings,
 		"violations", d.Violations,
 		"patchOperations", len(d.Patch),
+		"domain", res.Domain,
 		"fenceStatus", res.Fence.Status,
 		"epoch", res.Fence.Cluster.Epoch,
 		"holder", holder(res),
 		"revision", res.Revision,
 		"duration", elapsed,
+	}
+	if res.FromDomain != "" {
+		kv = append(kv, "fromDomain", res.FromDomain)
 	}
 	if err != nil {
 		h.log.Error(err, "admission decision", kv...)
@@ -192,7 +196,7 @@ func holder(res engine.AdmissionResult) string {
 func (h admissionHandler) invalid(w http.ResponseWriter, start time.Time, code int, message string) {
 	http.Error(w, message, code)
 	elapsed := h.clock.Since(start)
-	h.metrics.decisions.WithLabelValues(string(h.endpoint), operationLabel(""), resultInvalid).Inc()
+	h.metrics.decisions.WithLabelValues(string(h.endpoint), operationLabel(""), resultInvalid, "").Inc()
 	h.metrics.duration.WithLabelValues(string(h.endpoint)).Observe(elapsed.Seconds())
 	h.log.Info("admission request refused", "endpoint", h.endpoint, "code", code, "error", message, "duration", elapsed)
 }

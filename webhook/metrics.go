@@ -24,8 +24,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_admission_decisions_total",
-			Help: "Admission requests answered, by endpoint (validate, mutate), operation and result (allowed, denied, error, invalid).",
-		}, []string{"endpoint", "operation", "result"}),
+			Help: "Admission requests answered, by endpoint (validate, mutate), operation, result (allowed, denied, error, invalid) and the object's fence domain (unserved for a domain this fencegate does not serve, empty when the request was not read).",
+		}, []string{"endpoint", "operation", "result", "domain"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fencegate_admission_duration_seconds",
 			Help: "Time from reading an admission request to writing its response, by endpoint.",
@@ -38,6 +38,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// unservedDomain is the domain label of a decision on an object of a domain
+// that is not served: the label's values stay bounded by the served
+// domains whatever labels objects carry.
+const unservedDomain = "unserved"
+
+// domainLabel bounds the domain label to the served domains.
+func domainLabel(domain string, served func(string) bool) string {
+	if domain == "" || served(domain) {
+		return domain
+	}
+	return unservedDomain
 }
 
 // operationLabel bounds the operation label to the values Kubernetes sends.

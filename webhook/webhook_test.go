@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
@@ -297,6 +298,34 @@ func decisions(t *testing.T, g prometheus.Gatherer, endpoint, operation, result 
 		map[string]string{"endpoint": endpoint, "operation": operation, "result": result})
 }
 
+// TestDecisionsByDomain: the decisions counter names the object's domain,
+// and a domain this fencegate does not serve as unserved, so that the
+// labels an object carries cannot grow the counter's series.
+func TestDecisionsByDomain(t *testing.T) {
+	f := newFixture(t, fixtureOptions{fence: &eastActive})
+	for i, d := range []string{"", "payments", "search"} {
+		object := map[string]any{
+			"apiVersion": "components.fencegate.dev/v1alpha1", "kind": "Component",
+			"metadata": map[string]any{"name": fmt.Sprintf("c%d", i), "namespace": "default", "labels": map[string]any{domain.Label: d}},
+			"spec":     map[string]any{},
+		}
+		raw, err := json.Marshal(object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := f.review(t, webhook.PathValidate, enginetest.Review(t, engine.ReviewRequest{UID: "u", Operation: "CREATE", Object: raw}))
+		if want := d == ""; resp.Allowed != want {
+			t.Errorf("domain %q: allowed = %v, want %v (%+v)", d, resp.Allowed, want, resp.Result)
+		}
+	}
+	for _, tc := range []struct{ domain, result string }{{"default", "allowed"}, {"unserved", "denied"}} {
+		got := enginetest.Counter(t, f.reg, "fencegate_admission_decisions_total", map[string]string{"endpoint": "validate", "result": tc.result, "domain": tc.domain})
+		if want := map[string]float64{"default": 1, "unserved": 2}[tc.domain]; got != want {
+			t.Errorf("decisions of domain %s = %v, want %v", tc.domain, got, want)
+		}
+	}
+}
+
 func TestNotReadyAndErrors(t *testing.T) {
 	body := enginetest.Review(t, engine.ReviewRequest{UID: "u1", Operation: "CREATE", Object: enginetest.Component("billing", "default", nil)})
 
@@ -305,7 +334,7 @@ func TestNotReadyAndErrors(t *testing.T) {
 		for _, path := range []string{webhook.PathValidate, webhook.PathMutate} {
 			resp := f.review(t, path, body)
 			if resp.Allowed || string(resp.UID) != "u1" || resp.Result == nil || resp.Result.Code != http.StatusServiceUnavailable ||
-				!strings.Contains(resp.Result.Message, "fencegate is not ready to decide: no fence state has been written yet") {
+				!strings.Contains(resp.Result.Message, "fencegate is not ready to decide: domain default: no fence state has been written yet") {
 				t.Errorf("%s: %+v %+v", path, resp, resp.Result)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,9 +26,11 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/controller"
+	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fenceobject"
@@ -56,6 +59,7 @@ type runOptions struct {
 	clusterName string
 	epoch       uint64
 	domain      string
+	domains     []string
 	clusterUID  string
 	instance    string
 	authority   authorityClientOptions
@@ -121,7 +125,8 @@ spec.epoch on the standby above the active's epoch (fencegate failover).`,
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.clusterName, "cluster-name", "", "this cluster's name, a DNS label (required)")
 	fs.Uint64Var(&o.epoch, "epoch", 0, "this cluster's epoch, at least 1; raise it above the active cluster's to fail over (required)")
-	fs.StringVar(&o.domain, "domain", fenceagent.DefaultDomain, "the fence's domain: clusters fence each other within one domain")
+	fs.StringVar(&o.domain, "domain", fenceagent.DefaultDomain, "the fence's domain: clusters fence each other within one domain; the domain of Components that neither they nor their namespace label "+domain.Label)
+	fs.StringSliceVar(&o.domains, "domains", nil, fmt.Sprintf("further fence domains this cluster serves beside --domain, each with an agent and a Fence of its own, for the Components that they or their namespace label %s (at most %d domains in all)", domain.Label, domain.MaxServed))
 	fs.StringVar(&o.clusterUID, "cluster-uid", "", "this cluster's identity, overriding the UID of its kube-system Namespace")
 	fs.StringVar(&o.instance, "instance", "", "this process's name within its cluster, e.g. the pod name: each instance holds its own lease (default: the host name with a random suffix)")
 	o.authority.addFlags(fs)
@@ -231,6 +236,12 @@ func (o *runOptions) validate() error {
 		}
 		errs = append(errs, agentSettingError{p})
 	}
+	if rpctypes.ValidateDomain(o.domain) == nil {
+		// A bad --domain is the agent's problem above.
+		if _, err := o.served(); err != nil {
+			errs = append(errs, flagError("domains", "%v", err))
+		}
+	}
 	if _, err := o.authority.tlsConfig(); err != nil {
 		errs = append(errs, err)
 	}
@@ -272,6 +283,11 @@ func (o *runOptions) validate() error {
 	return nil
 }
 
+// served are the fence domains served: --domain first, then --domains.
+func (o *runOptions) served() ([]string, error) {
+	return domain.Served(o.domain, o.domains)
+}
+
 // joinLines joins errors one per indented line.
 func joinLines(errs []error) error {
 	msg := ""
@@ -301,10 +317,14 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 }
 
 // run wires fencegate together and runs it until ctx ends: the policy
-// engine, the fence agent, the webhook, the controller and the Fence object,
-// in one controller manager.
+// engine, a fence agent and a Fence object per domain served, the webhook
+// and the controller, in one controller manager.
 func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	ctrl.SetLogger(logger)
+	served, err := o.served()
+	if err != nil {
+		return flagError("domains", "%v", err)
+	}
 	cfg, err := o.restConfig()
 	if err != nil {
 		return err
@@ -313,27 +333,28 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	mgr, err := o.newManager(cfg, scheme, served, logger)
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(engine.Options{
 		PolicyDir:  o.policyDir,
 		ConfigFile: o.configFile,
+		Domains:    served,
+		Namespaces: domain.NamespaceLabels{Reader: mgr.GetCache()},
 		Logger:     logger.WithName("engine"),
 		Registerer: ctrlmetrics.Registry,
 	})
 	if err != nil {
 		return fmt.Errorf("load policies: %w", err)
 	}
+	// One connection to the authority, which every domain's agent shares.
 	conn, err := o.authority.dial(ctx)
 	if err != nil {
 		return err
 	}
 	authority := fencev1.NewFenceServiceClient(conn)
-	agent, agentOpts, err := o.newAgent(ctx, cfg, scheme, authority, eng, logger)
-	if err != nil {
-		return err
-	}
-	// What the policies see, and the agent's news of its changes.
-	fence := fencestate.Follow(eng.Fence, agent.Subscribe)
-	mgr, err := o.newManager(cfg, scheme, logger)
+	domains, identity, err := o.newDomains(ctx, cfg, scheme, served, authority, eng, logger)
 	if err != nil {
 		return err
 	}
@@ -341,25 +362,31 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := o.addEveryReplica(mgr, eng, agent, certsReady, logger); err != nil {
+	if err := o.addEveryReplica(mgr, eng, domains, certsReady, logger); err != nil {
 		return err
+	}
+	fences := make(map[string]fencestate.Source, len(domains))
+	for _, d := range domains {
+		fences[d.name] = d.fence
 	}
 	reconciler, err := controller.SetupWithManager(mgr, controller.Options{
 		Policy:     eng,
-		Fence:      fence,
+		Fences:     fences,
 		Registerer: ctrlmetrics.Registry,
 	})
 	if err != nil {
 		return err
 	}
-	if err := o.addFenceObject(mgr, agentOpts.Instance, eng, fence, agent, authority, reconciler.Marks(), logger); err != nil {
-		return err
+	for _, d := range domains {
+		if err := o.addFenceObject(mgr, d, identity.Instance, eng, authority, reconciler.Marks(d.name)); err != nil {
+			return err
+		}
 	}
 	if err := addChecks(mgr, eng, certsReady); err != nil {
 		return err
 	}
-	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", agentOpts.ClusterUID, "epoch", agentOpts.Epoch, "floorEpoch", o.epoch, "instance", agentOpts.Instance,
-		"domain", o.domain, "authority", o.authority.address, "webhook", o.webhookAddress, "policies", eng.PolicyStatus().Source)
+	logger.Info("starting fencegate", "version", version, "cluster", o.clusterName, "uid", identity.ClusterUID, "floorEpoch", o.epoch, "instance", identity.Instance,
+		"domains", served, "authority", o.authority.address, "webhook", o.webhookAddress, "policies", eng.PolicyStatus().Source)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("fencegate run: %w", err)
 	}
@@ -379,55 +406,95 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// newAgent makes the fence agent, with the options it was made with. It
-// reads the API server before the manager starts: the cluster UID (without
-// --cluster-uid) and the Fence, which it makes when missing.
-func (o *runOptions) newAgent(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, authority fencev1.FenceServiceClient, eng *engine.Engine, logger logr.Logger) (*fenceagent.ClusterFence, fenceagent.Options, error) {
+// servedDomain is one fence domain this process serves: its agent, and
+// the fence state its policies see with the agent's news of its changes.
+type servedDomain struct {
+	name  string
+	agent *fenceagent.ClusterFence
+	fence fencestate.Source
+	// registerer labels the domain's metrics with its name.
+	registerer prometheus.Registerer
+	logger     logr.Logger
+}
+
+// newDomains makes the fence agent of every served domain, and returns
+// them with the identity they share (cluster UID and instance). It reads
+// the API server before the manager starts: the cluster UID (without
+// --cluster-uid) and each domain's Fence, which it makes when missing.
+func (o *runOptions) newDomains(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, served []string, authority fencev1.FenceServiceClient, eng *engine.Engine, logger logr.Logger) ([]servedDomain, fenceagent.Options, error) {
 	// validate checked these settings, all but a cluster UID read from
 	// kube-system, which New checks.
-	agentOpts := o.agentOptions()
-	if agentOpts.Instance == "" {
-		agentOpts.Instance = fenceagent.DefaultInstance()
+	identity := o.agentOptions()
+	if identity.Instance == "" {
+		identity.Instance = fenceagent.DefaultInstance()
 	}
-	agentOpts.Client = authority
-	agentOpts.Writer = eng
-	agentOpts.Logger = logger.WithName("fence")
-	agentOpts.Registerer = ctrlmetrics.Registry
 	// Reads before the manager starts go straight to the API server.
 	api, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, agentOpts, fmt.Errorf("client of the API server: %w", err)
+		return nil, identity, fmt.Errorf("client of the API server: %w", err)
 	}
 	// Without --cluster-uid this reads kube-system.
-	if agentOpts.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, api, agentOpts.ClusterUID); err != nil {
-		return nil, agentOpts, err
+	if identity.ClusterUID, err = fenceagent.ResolveClusterUID(ctx, api, identity.ClusterUID); err != nil {
+		return nil, identity, err
 	}
-	fence, err := fenceobject.Ensure(ctx, api, api, o.domain)
+	domains := make([]servedDomain, 0, len(served))
+	for _, name := range served {
+		d := servedDomain{
+			name:       name,
+			registerer: prometheus.WrapRegistererWith(prometheus.Labels{"domain": name}, ctrlmetrics.Registry),
+			logger:     logger.WithValues("domain", name),
+		}
+		if d.agent, err = o.newAgent(ctx, api, identity, d, authority, eng); err != nil {
+			return nil, identity, err
+		}
+		d.fence = fencestate.Follow(func() (fencestate.State, bool) { return eng.Fence(name) }, d.agent.Subscribe)
+		domains = append(domains, d)
+	}
+	return domains, identity, nil
+}
+
+// newAgent makes the fence agent of domain d, which declares the shared
+// identity.
+func (o *runOptions) newAgent(ctx context.Context, api client.Client, identity fenceagent.Options, d servedDomain, authority fencev1.FenceServiceClient, eng *engine.Engine) (*fenceagent.ClusterFence, error) {
+	opts := identity
+	opts.Domain = d.name
+	opts.Client = authority
+	opts.Writer = eng
+	opts.Logger = d.logger.WithName("fence")
+	opts.Registerer = d.registerer
+	fence, err := fenceobject.Ensure(ctx, api, api, d.name)
 	if err != nil {
-		return nil, agentOpts, err
+		return nil, err
 	}
 	// The agent starts at the Fence's spec.epoch when that is above
 	// --epoch, so that its first declaration is not refused as a restored
 	// cluster's.
-	agentOpts.Epoch = fenceobject.TargetEpoch(o.epoch, fence)
+	opts.Epoch = fenceobject.TargetEpoch(o.epoch, fence)
 	// A new process presents the cluster generation its peers last wrote:
 	// the authority refuses one that presents none or an older one as a
 	// copy of the cluster restored from a backup.
-	agentOpts.ClusterGeneration = uint64(max(fence.Status.ClusterGeneration, 0))
-	agent, err := fenceagent.New(agentOpts)
-	return agent, agentOpts, err
+	opts.ClusterGeneration = uint64(max(fence.Status.ClusterGeneration, 0))
+	agent, err := fenceagent.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("fence agent of domain %s: %w", d.name, err)
+	}
+	return agent, nil
 }
 
 // newManager makes the controller manager, its cache narrowed to what
 // fencegate reads.
-func (o *runOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme, logger logr.Logger) (manager.Manager, error) {
+func (o *runOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme, served []string, logger logr.Logger) (manager.Manager, error) {
 	leaderElectionNamespace := o.leaderElectionNamespace
 	if leaderElectionNamespace == "" {
 		leaderElectionNamespace = o.namespace
 	}
+	byObject, err := fenceobject.CacheOptions(served, o.namespace)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         cache.Options{ByObject: fenceobject.CacheOptions(o.domain, o.namespace)},
+		Cache:                         cache.Options{ByObject: byObject},
 		Logger:                        logger,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
 		HealthProbeBindAddress:        o.healthAddress,
@@ -443,11 +510,11 @@ func (o *runOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme, logger
 	return mgr, nil
 }
 
-// addEveryReplica adds what runs on every replica: the engine, the agent
+// addEveryReplica adds what runs on every replica: the engine, the agents
 // and the webhook (once its certificate is in place), each answering
 // admission requests from its own view of the fence. Only the controller
 // needs the leader.
-func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, agent *fenceagent.ClusterFence, certsReady <-chan struct{}, logger logr.Logger) error {
+func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, domains []servedDomain, certsReady <-chan struct{}, logger logr.Logger) error {
 	server, err := webhook.New(webhook.Options{
 		Addr:       o.webhookAddress,
 		CertDir:    o.webhookCertDir,
@@ -458,9 +525,8 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, ag
 	if err != nil {
 		return err
 	}
-	for _, r := range []runnable.EveryReplica{
+	runnables := []runnable.EveryReplica{
 		eng.Start,
-		agent.Start,
 		func(ctx context.Context) error {
 			select {
 			case <-certsReady:
@@ -469,7 +535,11 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, ag
 			}
 			return server.Start(ctx)
 		},
-	} {
+	}
+	for _, d := range domains {
+		runnables = append(runnables, d.agent.Start)
+	}
+	for _, r := range runnables {
 		if err := mgr.Add(r); err != nil {
 			return fmt.Errorf("add to the manager: %w", err)
 		}
@@ -477,24 +547,24 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, ag
 	return nil
 }
 
-// addFenceObject adds the domain's Fence object: every replica reports what
+// addFenceObject adds domain d's Fence object: every replica reports what
 // it applies, the leader writes the rest.
-func (o *runOptions) addFenceObject(mgr manager.Manager, instance string, eng *engine.Engine, fence fencestate.Source, agent *fenceagent.ClusterFence, authority fencev1.FenceServiceClient, marks *controller.Marks, logger logr.Logger) error {
+func (o *runOptions) addFenceObject(mgr manager.Manager, d servedDomain, instance string, eng *engine.Engine, authority fencev1.FenceServiceClient, marks *controller.Marks) error {
 	keeper, err := fenceobject.New(fenceobject.Options{
 		Client:        mgr.GetClient(),
 		Cache:         mgr.GetCache(),
-		Domain:        o.domain,
+		Domain:        d.name,
 		Namespace:     o.namespace,
 		Instance:      instance,
 		FloorEpoch:    o.epoch,
-		Fence:         fence,
-		Agent:         agent,
+		Fence:         d.fence,
+		Agent:         d.agent,
 		Authority:     authority,
 		Policy:        eng,
 		Marks:         marks,
 		LeaseDuration: o.instanceLease,
-		Logger:        logger.WithName("fence-object"),
-		Registerer:    ctrlmetrics.Registry,
+		Logger:        d.logger.WithName("fence-object"),
+		Registerer:    d.registerer,
 	})
 	if err != nil {
 		return err

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/domain"
 )
 
 // TestRunSettingErrors: run checks every setting, the fence agent's
@@ -55,6 +58,25 @@ func TestRunSettingErrors(t *testing.T) {
 				`cluster UID "a b" contains spaces or control characters`, "--cluster-uid (FENCEGATE_CLUSTER_UID)",
 			},
 			notErr: []string{kubeconfigReached},
+		},
+		"further domains are checked by name and number": {
+			args: append(slices.Clone(valid), "--domains", "payments,Search!"),
+			wantErr: []string{
+				`--domains (FENCEGATE_DOMAINS): domain: "Search!" is not a DNS label`,
+			},
+			notErr: []string{kubeconfigReached},
+		},
+		"more domains than one fencegate serves": {
+			env:     map[string]string{"FENCEGATE_DOMAINS": manyDomains(domain.MaxServed)},
+			args:    valid,
+			wantErr: []string{"--domains (FENCEGATE_DOMAINS): 101 domains: one fencegate serves at most 100"},
+			notErr:  []string{kubeconfigReached},
+		},
+		"domains from the variable, the default among them once": {
+			env:     map[string]string{"FENCEGATE_DOMAINS": "payments,default,search"},
+			args:    valid,
+			wantErr: []string{kubeconfigReached},
+			notErr:  []string{"domain"},
 		},
 		"a cluster UID with spaces around it is taken trimmed": {
 			args:    append(slices.Clone(valid), "--cluster-uid", " uid-east "),
@@ -121,4 +143,13 @@ func TestRunSettingErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyDomains lists n domains beside the default, comma-separated.
+func manyDomains(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("d%d", i)
+	}
+	return strings.Join(names, ",")
 }

@@ -172,7 +172,7 @@ func TestFencegateChart(t *testing.T) {
 						t.Error("a rendered caBundle would be reset by every helm upgrade; fencegate injects it")
 					}
 				}
-				if len(rulesFor(r.clusterRole.Rules, "namespaces")) != 1 {
+				if !slices.ContainsFunc(rulesFor(r.clusterRole.Rules, "namespaces"), readsKubeSystem) {
 					t.Error("reading the kube-system UID needs a namespaces rule")
 				}
 				var pdb policyv1.PodDisruptionBudget
@@ -242,6 +242,17 @@ func TestFencegateChart(t *testing.T) {
 				}
 				if r.has("Secret", webhookSecret) || r.count("Certificate") != 0 {
 					t.Error("no Secret or Certificate may be rendered for an existing Secret")
+				}
+			},
+		},
+		"several fence domains": {
+			values: ci("domains-values.yaml"),
+			check: func(t *testing.T, r fencegateRender) {
+				wantEnv(t, r.container, map[string]string{"FENCEGATE_DOMAIN": "default", "FENCEGATE_DOMAINS": "payments,search"})
+				var failover rbacv1.ClusterRole
+				r.get(t, "ClusterRole", fullname+"-failover", &failover)
+				if names := failover.Rules[0].ResourceNames; !slices.Equal(names, []string{"default", "payments", "search"}) {
+					t.Errorf("the failover ClusterRole names the Fences %v, want every domain's", names)
 				}
 			},
 		},
@@ -323,7 +334,7 @@ func TestFencegateChart(t *testing.T) {
 					"FENCEGATE_LEADER_ELECT":       "false",
 					"FENCEGATE_LEADER_ELECTION_ID": "<unset>",
 				})
-				if len(rulesFor(r.clusterRole.Rules, "namespaces")) != 0 {
+				if slices.ContainsFunc(rulesFor(r.clusterRole.Rules, "namespaces"), readsKubeSystem) {
 					t.Error("with a fixed cluster UID the kube-system read must not be granted")
 				}
 				var role rbacv1.Role
@@ -435,7 +446,7 @@ func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 			}
 		}
 		named := slices.ContainsFunc(rule.Resources, func(r string) bool {
-			return r == "namespaces" || r == "secrets" || r == "validatingwebhookconfigurations" || r == "mutatingwebhookconfigurations"
+			return r == "secrets" || r == "validatingwebhookconfigurations" || r == "mutatingwebhookconfigurations"
 		})
 		if named && len(rule.ResourceNames) == 0 {
 			t.Errorf("rule %v must name its objects", rule)
@@ -446,9 +457,11 @@ func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 			t.Errorf("Components must be read-only, got %v", rule.Verbs)
 		}
 	}
+	// Namespaces: the kube-system read, and the cache of their domain
+	// labels (list and watch, which cannot name objects).
 	for _, rule := range rulesFor(r.clusterRole.Rules, "namespaces") {
-		if !reflect.DeepEqual(rule.ResourceNames, []string{"kube-system"}) || !reflect.DeepEqual(rule.Verbs, []string{"get"}) {
-			t.Errorf("namespaces: only get of kube-system, got %v", rule)
+		if !readsKubeSystem(rule) && !(len(rule.ResourceNames) == 0 && reflect.DeepEqual(rule.Verbs, []string{"list", "watch"})) {
+			t.Errorf("namespaces: only get of kube-system, and list and watch, got %v", rule)
 		}
 	}
 	for _, rule := range rulesFor(role.Rules, "secrets") {
@@ -467,23 +480,29 @@ func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 		}
 	}
 
-	// The Fence: only the release's own, but for create, which RBAC cannot
-	// name; and the failover's ClusterRole may patch that one only.
-	domain := env(r.container, "FENCEGATE_DOMAIN")
+	// The Fences: only the release's own, one per domain, but for create,
+	// which RBAC cannot name, and for list and watch with several domains,
+	// which RBAC can narrow to one name only; the failover's ClusterRole
+	// may patch those only.
+	domains := []string{env(r.container, "FENCEGATE_DOMAIN")}
+	if more := env(r.container, "FENCEGATE_DOMAINS"); more != "<unset>" {
+		domains = append(domains, strings.Split(more, ",")...)
+	}
 	for _, res := range []string{"fences", "fences/status"} {
 		rules := rulesFor(r.clusterRole.Rules, res)
 		if len(rules) == 0 {
-			t.Errorf("no rule grants %s: fencegate run creates, watches and writes the status of its Fence", res)
+			t.Errorf("no rule grants %s: fencegate run creates, watches and writes the status of its Fences", res)
 		}
 		for _, rule := range rules {
-			if !reflect.DeepEqual(rule.Verbs, []string{"create"}) && !reflect.DeepEqual(rule.ResourceNames, []string{domain}) {
-				t.Errorf("%s: only the Fence %q, got %v", res, domain, rule)
+			listsAll := len(domains) > 1 && res == "fences" && reflect.DeepEqual(rule.Verbs, []string{"list", "watch"})
+			if !reflect.DeepEqual(rule.Verbs, []string{"create"}) && !listsAll && !reflect.DeepEqual(rule.ResourceNames, domains) {
+				t.Errorf("%s: only the Fences %q, got %v", res, domains, rule)
 			}
 		}
 	}
 	var failover rbacv1.ClusterRole
 	r.get(t, "ClusterRole", fullname+"-failover", &failover)
-	if want := []rbacv1.PolicyRule{{APIGroups: []string{"components.fencegate.dev"}, Resources: []string{"fences"}, ResourceNames: []string{domain}, Verbs: []string{"get", "list", "watch", "patch"}}}; !reflect.DeepEqual(failover.Rules, want) {
+	if want := []rbacv1.PolicyRule{{APIGroups: []string{"components.fencegate.dev"}, Resources: []string{"fences"}, ResourceNames: domains, Verbs: []string{"get", "list", "watch", "patch"}}}; !reflect.DeepEqual(failover.Rules, want) {
 		t.Errorf("the failover ClusterRole grants %v, want %v", failover.Rules, want)
 	}
 
@@ -737,4 +756,9 @@ func TestFencegateTimingIsChecked(t *testing.T) {
 			t.Errorf("%s: %v", filepath.Base(file), err)
 		}
 	}
+}
+
+// readsKubeSystem is the rule that lets fencegate read the cluster UID.
+func readsKubeSystem(rule rbacv1.PolicyRule) bool {
+	return reflect.DeepEqual(rule.ResourceNames, []string{"kube-system"}) && reflect.DeepEqual(rule.Verbs, []string{"get"})
 }

@@ -176,3 +176,11 @@ it is, for these checks only (fencegate uses the TTL each answer carries). */}}
 {{- fail (printf "authority.leaseTTL (%s) is below three authority.declareInterval (3 × %s): a holder renews its lease every declare interval, and the lease TTL must span three of them so that a lost declaration never ends the lease. Set authority.declareInterval to a third of the lease TTL or less, or, if the authority's leaseTTL (in its fencegate-authority chart) is longer, set authority.leaseTTL to it." $auth.leaseTTL $auth.declareInterval) }}
 {{- end }}
 {{- end }}
+
+{{- /*
+fencegate.domains: the fence domains the release serves, domain first,
+as a YAML flow list; a domain given twice is served once.
+*/}}
+{{- define "fencegate.domains" -}}
+[{{ prepend (.Values.domains | default list) .Values.domain | uniq | join ", " }}]
+{{- end }}
