@@ -95,15 +95,6 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, prev *
 	return s, nil
 }
 
-// fenceState is the snapshot's fence state, nil before the agent wrote one.
-func (s *snapshot) fenceState() *fencestate.State {
-	if !s.hasFence {
-		return nil
-	}
-	state := s.fence
-	return &state
-}
-
 // prepare prepares the query of an entry point against the compiler. The
 // data come with each evaluation (EvalTransaction), so the prepared query
 // serves every snapshot.
