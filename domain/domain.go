@@ -97,16 +97,24 @@ func Served(def string, others []string) ([]string, error) {
 // the manager's cache in production.
 type NamespaceLabels struct {
 	Reader client.Reader
+	// Live, when set, is asked when Reader does not know the namespace: a
+	// namespace made a moment ago may not be in the cache yet, and its
+	// objects must not be taken for the default domain's meanwhile.
+	Live client.Reader
 }
 
 // DomainLabel returns the Label of namespace; "" when the namespace is
 // not known.
 func (n NamespaceLabels) DomainLabel(ctx context.Context, namespace string) (string, error) {
 	var ns corev1.Namespace
-	if err := n.Reader.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
+	err := n.Reader.Get(ctx, client.ObjectKey{Name: namespace}, &ns)
+	if apierrors.IsNotFound(err) && n.Live != nil {
+		err = n.Live.Get(ctx, client.ObjectKey{Name: namespace}, &ns)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
 		return "", fmt.Errorf("read namespace %s: %w", namespace, err)
 	}
 	return ns.Labels[Label], nil

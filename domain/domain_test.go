@@ -107,6 +107,11 @@ func TestNamespaceLabels(t *testing.T) {
 			t.Errorf("DomainLabel(%s) = %q, %v; want %q", ns, got, err, want)
 		}
 	}
+	// A namespace the cache does not know yet is read live.
+	live := domain.NamespaceLabels{Reader: fake.NewClientBuilder().Build(), Live: reader}
+	if got, err := live.DomainLabel(context.Background(), "shop"); err != nil || got != "payments" {
+		t.Errorf("DomainLabel(shop) missing from the cache = %q, %v; want payments, read live", got, err)
+	}
 	broken := domain.NamespaceLabels{Reader: fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build()}
 	if _, err := broken.DomainLabel(context.Background(), "shop"); err == nil || !strings.Contains(err.Error(), "read namespace shop") {
 		t.Errorf("DomainLabel without the Namespace type = %v; want an error naming the namespace", err)

@@ -528,6 +528,11 @@ type writer struct {
 // startWriter starts applying Component "loop" on c, a new version each
 // time, until stop.
 func startWriter(ctx context.Context, c *stack.Cluster) *writer {
+	return startWriterIn(ctx, c, "default")
+}
+
+// startWriterIn is startWriter in namespace ns.
+func startWriterIn(ctx context.Context, c *stack.Cluster, ns string) *writer {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &writer{c: c, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -536,7 +541,7 @@ func startWriter(ctx context.Context, c *stack.Cluster) *writer {
 		// an apply that changes nothing, which would pass for an admission.
 		run := time.Now().UnixNano()
 		for i := 0; ctx.Err() == nil; i++ {
-			manifest := fmt.Appendf(nil, `{"apiVersion":"components.fencegate.dev/v1alpha1","kind":"Component","metadata":{"name":"loop","namespace":"default"},"spec":{"enabled":true,"chart":{"name":"loop","version":"1.%d.%d"}}}`, run, i)
+			manifest := fmt.Appendf(nil, `{"apiVersion":"components.fencegate.dev/v1alpha1","kind":"Component","metadata":{"name":"loop","namespace":%q},"spec":{"enabled":true,"chart":{"name":"loop","version":"1.%d.%d"}}}`, ns, run, i)
 			start := time.Now()
 			res, err := c.ControlPlane.Kubectl(ctx, manifest, "apply", "-f", "-")
 			if ctx.Err() != nil {

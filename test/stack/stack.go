@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -91,6 +92,9 @@ type Options struct {
 	// certificate of its own identity, and the stack's client is the
 	// operator.
 	MTLS bool
+	// Domains are the fence domains every cluster serves beside the
+	// default one (--domains).
+	Domains []string
 	// InstanceLease is each fencegate process's Lease
 	// (--instance-lease-duration); zero means its default (15s).
 	InstanceLease time.Duration
@@ -416,6 +420,9 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 	}
 	if s.opts.InstanceLease > 0 {
 		args = append(args, "--instance-lease-duration", s.opts.InstanceLease.String())
+	}
+	if len(s.opts.Domains) > 0 {
+		args = append(args, "--domains", strings.Join(s.opts.Domains, ","))
 	}
 	name := fmt.Sprintf("%s-epoch%d", c.Label, c.Epoch)
 	if c.started > 0 {
