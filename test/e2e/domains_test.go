@@ -100,6 +100,7 @@ func TestDomainsFailOverOneByOne(t *testing.T) {
 				refused++
 			}
 		}
+		t.Logf("domain %s: %d writes on %s, %d refused", d, len(results), holders[d].Name, refused)
 		switch d {
 		case "search":
 			if refused == 0 || !results[0].admitted {
