@@ -435,7 +435,7 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		"helm test " + release,
 		"--reuse-values --set epoch=8",
 		"kubectl -n " + namespace + " edit configmap " + fullname + "-policies",
-		"kubectl get fence default",
+		"kubectl get fences",
 		"fencegate failover --to <this context> --from <the active's context> --wait",
 		"ClusterRole\n   " + fullname + "-failover",
 	} {

@@ -78,6 +78,7 @@ type serviceMonitor struct {
 			Scheme      string         `json:"scheme"`
 			Interval    string         `json:"interval"`
 			TLSConfig   map[string]any `json:"tlsConfig"`
+			HonorLabels bool           `json:"honorLabels"`
 			Relabelings []struct {
 				Action      string `json:"action"`
 				TargetLabel string `json:"targetLabel"`
@@ -146,12 +147,13 @@ func TestMonitoringObjects(t *testing.T) {
 		"fencegate": {
 			chart: fencegateChart, name: fullname, metricsService: fullname + "-metrics",
 			check: func(t *testing.T, r rendered, sm serviceMonitor, np networkingv1.NetworkPolicy) {
-				// The series about a domain carry it themselves; a fixed
-				// one from the scrape would rename theirs.
-				if got, want := sm.targetLabels(), map[string]string{"cluster": "east"}; !maps.Equal(got, want) {
+				if got, want := sm.targetLabels(), map[string]string{"cluster": "east", "domain": "default"}; !maps.Equal(got, want) {
 					t.Errorf("relabelings set %v, want %v: the alerts and the dashboard group by them", got, want)
 				}
 				e := sm.Spec.Endpoints[0]
+				if !e.HonorLabels {
+					t.Error("honorLabels is off: a series' own domain would be renamed exported_domain by the release's")
+				}
 				if e.Scheme != "https" || e.Interval != "15s" || e.TLSConfig["serverName"] != "fg-fencegate-metrics.fencegate-system.svc" || len(e.MetricRelabelings) != 1 {
 					t.Errorf("endpoint %+v, want the values' scheme, interval, TLS settings and metric relabeling", e)
 				}

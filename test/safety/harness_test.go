@@ -233,7 +233,7 @@ func (r *run) startPod(c int, epoch uint64, b *backup) *pod {
 	r.mu.Unlock()
 
 	var err error
-	if p.engine, err = engine.New(engine.Options{Logger: logr.Discard()}); err != nil {
+	if p.engine, err = engine.New(engine.Options{Domains: []string{r.domain}, Logger: logr.Discard()}); err != nil {
 		r.t.Errorf("%s: engine: %v", p.name, err)
 		return p
 	}
