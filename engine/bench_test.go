@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
+	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
@@ -84,5 +87,32 @@ func BenchmarkReconcile(b *testing.B) {
 		if _, err := e.Reconcile(context.Background(), "default", component); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkTransitionAmongDomains measures a fence transition of one domain
+// with 1 and with 100 domains served: a write replaces that domain's
+// snapshot only, so the cost should not grow with the others.
+func BenchmarkTransitionAmongDomains(b *testing.B) {
+	for _, served := range []int{1, domain.MaxServed} {
+		b.Run(fmt.Sprintf("domains=%d", served), func(b *testing.B) {
+			domains := []string{rpctypes.DefaultDomain}
+			for i := 1; i < served; i++ {
+				domains = append(domains, fmt.Sprintf("d%d", i))
+			}
+			e := newEngine(b, engine.Options{Domains: domains})
+			for _, d := range domains[1:] {
+				state := eastActive
+				state.Domain = d
+				writeFence(b, e, state)
+			}
+			states := []fencestate.State{eastActive, westFenced}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				writeFence(b, e, states[i%2])
+			}
+		})
 	}
 }
