@@ -59,11 +59,20 @@ func (r *Reconciler) componentsOf(ctx context.Context, reader client.Reader, d s
 		return nil, err
 	}
 	names := make([]types.NamespacedName, 0, len(list.Items))
+	// The domains found, by namespace and label: a transition lists every
+	// Component, and most share a few namespaces.
+	type where struct{ namespace, label string }
+	found := map[where]string{}
 	for i := range list.Items {
 		c := &list.Items[i]
-		in, err := r.policy.DomainOf(ctx, c.Namespace, c.Labels[domain.Label])
-		if err != nil {
-			return nil, err
+		w := where{c.Namespace, c.Labels[domain.Label]}
+		in, ok := found[w]
+		if !ok {
+			var err error
+			if in, err = r.policy.DomainOf(ctx, w.namespace, w.label); err != nil {
+				return nil, err
+			}
+			found[w] = in
 		}
 		if in == d {
 			names = append(names, client.ObjectKeyFromObject(c))

@@ -29,14 +29,7 @@ func BenchmarkWriteFence(b *testing.B) {
 		}
 	})
 	b.Run("transition", func(b *testing.B) {
-		e := newEngine(b, engine.Options{})
-		states := []fencestate.State{eastActive, westFenced}
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			i++
-			writeFence(b, e, states[i%2])
-		}
+		alternateTransitions(b, newEngine(b, engine.Options{}))
 	})
 }
 
@@ -106,13 +99,19 @@ func BenchmarkTransitionAmongDomains(b *testing.B) {
 				state.Domain = d
 				writeFence(b, e, state)
 			}
-			states := []fencestate.State{eastActive, westFenced}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				i++
-				writeFence(b, e, states[i%2])
-			}
+			alternateTransitions(b, e)
 		})
+	}
+}
+
+// alternateTransitions times fence transitions of the default domain,
+// active and fenced in turn.
+func alternateTransitions(b *testing.B, e *engine.Engine) {
+	states := []fencestate.State{eastActive, westFenced}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		writeFence(b, e, states[i%2])
 	}
 }
