@@ -20,6 +20,10 @@ type Admission struct {
 	// restored from a backup, which has the same UID, the UID then "#" and
 	// the copy's label: the checker counts the copy as another cluster.
 	Cluster string
+	// Domain is the fence domain of the admitted object, FenceDomain the
+	// domain of the fence state the engine decided with: the same, or the
+	// engine decided the object by another domain's fence.
+	Domain, FenceDomain string
 	// Start and End are when the Admit call began and returned, on the
 	// monotonic clock, since the history began.
 	Start, End time.Duration
@@ -49,6 +53,9 @@ const (
 	// RuleNotHolding: the engine admitted while its own fence state did not
 	// say that this cluster holds the fence.
 	RuleNotHolding = "admitted-without-the-fence"
+	// RuleOtherDomain: the engine decided an object by the fence of
+	// another domain than the object's.
+	RuleOtherDomain = "decided-by-another-domain"
 	// RuleStamp: the token an admission was stamped with is not the token
 	// of the fence state it was decided with.
 	RuleStamp = "stamp-differs-from-fence"
@@ -75,6 +82,8 @@ func (v Violation) String() string { return v.Rule + ": " + v.Detail }
 
 // Report is what Check found in a history.
 type Report struct {
+	// Domains is the number of fence domains admitted for.
+	Domains int
 	// Admissions is the number of admissions checked.
 	Admissions int
 	// Tokens is the number of distinct tokens admitted with.
@@ -95,11 +104,39 @@ type Report struct {
 // fail, a few help to see a pattern.
 const maxPerRule = 5
 
-// Check verifies the admissions of one fence domain:
+// Check verifies the admissions of each fence domain on its own: the
+// domains are independent fences, whose holders may admit at once. The
+// counts of the Report are sums over the domains, and each violation names
+// its domain.
+func Check(admissions []Admission) Report {
+	byDomain := map[string][]Admission{}
+	for _, a := range admissions {
+		byDomain[a.Domain] = append(byDomain[a.Domain], a)
+	}
+	var r Report
+	for _, d := range slices.Sorted(maps.Keys(byDomain)) {
+		one := checkDomain(byDomain[d])
+		r.Domains++
+		r.Admissions += one.Admissions
+		r.Tokens += one.Tokens
+		r.Handovers += one.Handovers
+		r.InFlight += one.InFlight
+		for _, v := range one.Violations {
+			if d != "" {
+				v.Detail = "domain " + d + ": " + v.Detail
+			}
+			r.Violations = append(r.Violations, v)
+		}
+	}
+	slices.SortStableFunc(r.Violations, func(a, b Violation) int { return cmp.Compare(a.Rule, b.Rule) })
+	return r
+}
+
+// checkDomain verifies the admissions of one fence domain:
 //
-//  1. Each was decided while the engine held the fence: status active, its
-//     own cluster named as holder, a token above 0, and stamped with the
-//     token of that state.
+//  1. Each was decided by its own domain's fence while the engine held it:
+//     status active, its own cluster named as holder, a token above 0, and
+//     stamped with the token of that state.
 //  2. A token belongs to one cluster.
 //  3. No admission with a lower token began after an admission with a
 //     higher token ended. Between two clusters this is exclusivity: once
@@ -116,8 +153,8 @@ const maxPerRule = 5
 // new holder's) decided before the fence moved, and is allowed; an Admit of
 // the old holder that began after an admission of the new holder ended
 // certainly decided after it, and is a violation.
-func Check(admissions []Admission) Report {
-	r := Report{Admissions: len(admissions)}
+func checkDomain(admissions []Admission) Report {
+	r := Report{Domains: 1, Admissions: len(admissions)}
 	count := map[string]int{}
 	add := func(rule, format string, args ...any) {
 		if count[rule]++; count[rule] <= maxPerRule {
@@ -136,6 +173,8 @@ func Check(admissions []Admission) Report {
 	groups := map[uint64]*group{}
 	for _, a := range admissions {
 		switch {
+		case a.FenceDomain != a.Domain:
+			add(RuleOtherDomain, "%s of domain %q was decided by the fence of domain %q", a, a.Domain, a.FenceDomain)
 		case a.Status != fencestate.Active || a.Holder != a.uid() || a.FenceToken == 0:
 			add(RuleNotHolding, "%s was admitted with the fence state status %q, holder %q, token %d (its cluster is %q)",
 				a, a.Status, a.Holder, a.FenceToken, a.Cluster)

@@ -21,6 +21,12 @@ func admitted(pod string, token uint64, start, end float64) Admission {
 	}
 }
 
+// in puts an admission in domain d, decided by that domain's fence.
+func in(d string, a Admission) Admission {
+	a.Domain, a.FenceDomain = d, d
+	return a
+}
+
 func TestCheck(t *testing.T) {
 	fenced := admitted("east/1", 10, 0, 1)
 	fenced.Status = fencestate.Fenced
@@ -29,6 +35,8 @@ func TestCheck(t *testing.T) {
 	noToken := admitted("east/1", 0, 0, 1)
 	stampDiffers := admitted("east/1", 10, 0, 1)
 	stampDiffers.FenceToken = 11
+	otherDomain := in("payments", admitted("east/1", 10, 0, 1))
+	otherDomain.FenceDomain = "search"
 
 	tests := map[string]struct {
 		admissions []Admission
@@ -83,6 +91,25 @@ func TestCheck(t *testing.T) {
 		"admitted while another cluster held": {admissions: []Admission{otherHolder}, want: []string{RuleNotHolding}},
 		"admitted without a token":            {admissions: []Admission{noToken}, want: []string{RuleNotHolding}},
 		"stamped with another token":          {admissions: []Admission{stampDiffers}, want: []string{RuleStamp}},
+		"two domains with opposite holders admit at once": {
+			admissions: []Admission{
+				in("payments", admitted("east/1", 10, 0, 5)), in("search", admitted("west/1", 20, 0, 5)),
+				in("payments", admitted("east/2", 10, 6, 7)), in("search", admitted("west/2", 20, 6, 7)),
+			},
+		},
+		"one domain overlaps beside a safe one": {
+			admissions: []Admission{
+				in("payments", admitted("east/1", 10, 0, 1)), in("payments", admitted("west/1", 20, 2, 3)), in("payments", admitted("east/1", 10, 4, 5)),
+				in("search", admitted("west/1", 30, 0, 9)),
+			},
+			want:      []string{RuleOverlap},
+			handovers: 1,
+			inFlight:  1,
+		},
+		"tokens are compared within a domain only": {
+			admissions: []Admission{in("payments", admitted("east/1", 30, 0, 1)), in("search", admitted("east/1", 10, 5, 6))},
+		},
+		"decided by another domain's fence": {admissions: []Admission{otherDomain}, want: []string{RuleOtherDomain}},
 		"violations are capped per rule": {
 			admissions: func() []Admission {
 				out := []Admission{admitted("west/1", 20, 0, 1)}
@@ -115,14 +142,27 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckNamesTheAdmissions(t *testing.T) {
-	r := Check([]Admission{admitted("east/1", 10, 0, 1), admitted("west/1", 20, 2, 3), admitted("east/1", 10, 4, 5)})
-	if len(r.Violations) != 1 {
-		t.Fatalf("violations = %v, want one", r.Violations)
-	}
-	want := "east/1 token 10 in [0.004000s, 0.005000s] began after west/1 token 20 in [0.002000s, 0.003000s] had ended: " +
+	const overlap = "east/1 token 10 in [0.004000s, 0.005000s] began after west/1 token 20 in [0.002000s, 0.003000s] had ended: " +
 		"cluster east-uid admitted with token 10 after cluster west-uid took the fence over with token 20"
-	if got := r.Violations[0].Detail; got != want {
-		t.Errorf("detail = %q\nwant     %q", got, want)
+	tests := map[string]struct {
+		domain string
+		want   string
+	}{
+		"one unnamed domain":          {want: overlap},
+		"the domain prefixes details": {domain: "payments", want: "domain payments: " + overlap},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Check([]Admission{
+				in(tc.domain, admitted("east/1", 10, 0, 1)), in(tc.domain, admitted("west/1", 20, 2, 3)), in(tc.domain, admitted("east/1", 10, 4, 5)),
+			})
+			if len(r.Violations) != 1 {
+				t.Fatalf("violations = %v, want one", r.Violations)
+			}
+			if got := r.Violations[0].Detail; got != tc.want {
+				t.Errorf("detail = %q\nwant     %q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -2,9 +2,11 @@ package safety
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fenceagent"
@@ -52,9 +55,43 @@ func reviews(t testing.TB) []review {
 	}
 }
 
-// pod is one replica of a cluster's fencegate: a policy engine, the fence
-// agent that writes its data.fence (through its own proxy to the
-// authority, so that it can be partitioned alone), and the admission
+// inDomain returns the reviews with their objects (old and new) labelled
+// with fence domain name, as an application's Components are.
+func inDomain(t testing.TB, reviews []review, name string) []review {
+	t.Helper()
+	out := make([]review, 0, len(reviews))
+	for _, rv := range reviews {
+		var body map[string]any
+		if err := json.Unmarshal(rv.body, &body); err != nil {
+			t.Fatalf("decode a review: %v", err)
+		}
+		request, _ := body["request"].(map[string]any)
+		for _, field := range []string{"object", "oldObject"} {
+			obj, ok := request[field].(map[string]any)
+			if !ok {
+				continue
+			}
+			meta, _ := obj["metadata"].(map[string]any)
+			labels, _ := meta["labels"].(map[string]any)
+			if labels == nil {
+				labels = map[string]any{}
+				meta["labels"] = labels
+			}
+			labels[domain.Label] = name
+		}
+		labelled, err := json.Marshal(body)
+		if err != nil {
+			t.Fatalf("encode a review: %v", err)
+		}
+		out = append(out, review{body: labelled, token: rv.token})
+	}
+	return out
+}
+
+// pod is one replica of a cluster's fencegate: a policy engine serving
+// every domain of the run, a fence agent per domain that writes its
+// domain's data.fence (all on one connection, through the pod's own proxy
+// to the authority, so that it can be partitioned alone), and the admission
 // requests it answers.
 type pod struct {
 	name    string
@@ -66,12 +103,14 @@ type pod struct {
 	actor string
 	// restored is set on the pods of a restored copy.
 	restored bool
-	epoch    uint64
-	engine   *engine.Engine
-	agent    *fenceagent.ClusterFence
-	proxy    *tcpproxy.Proxy
-	// stopAgent ends the agent; the engine keeps its last fence state.
-	stopAgent func()
+	// epochs are the epochs the agents declare, by domain (under run.mu).
+	epochs []uint64
+	engine *engine.Engine
+	// agents are the fence agents, by domain.
+	agents []*fenceagent.ClusterFence
+	proxy  *tcpproxy.Proxy
+	// stopAgents ends the agents; the engine keeps its last fence states.
+	stopAgents func()
 	// stopServing ends the admission requests.
 	stopServing func()
 
@@ -86,11 +125,14 @@ type writerWrap func(fencestate.Writer) fencestate.Writer
 
 // run plays one schedule against the authority and records its history.
 type run struct {
-	t      *testing.T
-	srv    *lab
-	sched  schedule
-	domain string
-	bodies []review
+	t     *testing.T
+	srv   *lab
+	sched schedule
+	// domains are the fence domains every pod serves, named after the
+	// seed: the lab's authority serves many histories.
+	domains []string
+	// bodies are the reviews of each domain's objects.
+	bodies [][]review
 	wrap   writerWrap
 	begin  time.Time
 	// ending is closed when the schedule is over: partitions heal.
@@ -117,10 +159,13 @@ type run struct {
 	// clients are the clients of the operator and the hostile callers,
 	// by identity.
 	clients map[string]fencev1.FenceServiceClient
-	// generations are the cluster generations each cluster's Fence shows:
-	// the newest its pods were given, which its next pods start with and
-	// its pods adopt, as fencegate's Fence status does.
-	generations []uint64
+	// epochs are the epochs each cluster's next pods declare, by domain:
+	// its Fences' epochs.
+	epochs [][]uint64
+	// generations are the cluster generations each cluster's Fences show,
+	// by domain: the newest its pods were given, which its next pods start
+	// with and its pods adopt, as fencegate's Fence status does.
+	generations [][]uint64
 	// copies counts the restored copies of each cluster started.
 	copies []int
 }
@@ -129,17 +174,32 @@ type run struct {
 func (p *pod) instance() string { return strings.ReplaceAll(p.name, "/", "-") }
 
 func newRun(t *testing.T, srv *lab, sched schedule, bodies []review, wrap writerWrap) *run {
-	return &run{
-		t: t, srv: srv, sched: sched, bodies: bodies, wrap: wrap,
-		domain:  "h-" + strconv.FormatUint(sched.seed, 36),
+	r := &run{
+		t: t, srv: srv, sched: sched, wrap: wrap,
 		ending:  make(chan struct{}),
 		rolling: make([]sync.Mutex, len(clusterNames)),
 		serving: make([][]*pod, len(clusterNames)),
 		counter: make([]int, len(clusterNames)),
 
-		generations: make([]uint64, len(clusterNames)),
+		epochs:      make([][]uint64, len(clusterNames)),
+		generations: make([][]uint64, len(clusterNames)),
 		copies:      make([]int, len(clusterNames)),
 	}
+	for d := range max(sched.domains, 1) {
+		name := "h-" + strconv.FormatUint(sched.seed, 36)
+		if d > 0 {
+			name += "-" + strconv.Itoa(d)
+		}
+		r.domains = append(r.domains, name)
+		r.bodies = append(r.bodies, inDomain(t, bodies, name))
+	}
+	for c := range clusterNames {
+		r.generations[c] = make([]uint64, len(r.domains))
+		for d := range r.domains {
+			r.epochs[c] = append(r.epochs[c], sched.firstEpoch(c, d))
+		}
+	}
+	return r
 }
 
 func (r *run) since() time.Duration { return time.Since(r.begin) }
@@ -174,7 +234,7 @@ func (r *run) play() History {
 		for range r.sched.replicas {
 			// A pod's agent reads serving (newGeneration) as soon as it
 			// starts: serving changes under mu only.
-			p := r.startPod(c, r.sched.epochs[c], nil)
+			p := r.startPod(c, slices.Clone(r.epochs[c]), nil)
 			r.mu.Lock()
 			r.serving[c] = append(r.serving[c], p)
 			r.mu.Unlock()
@@ -185,6 +245,8 @@ func (r *run) play() History {
 		switch st.kind {
 		case raise:
 			r.background.Go(func() { r.rollout(st) })
+		case failover:
+			r.background.Go(func() { r.failover(st) })
 		case partition:
 			r.partition(st)
 		case operate:
@@ -215,17 +277,20 @@ func (r *run) play() History {
 	return r.stop()
 }
 
-// startPod starts a replica of cluster c declaring epoch, or of a copy of
-// c restored from backup b.
-func (r *run) startPod(c int, epoch uint64, b *backup) *pod {
+// startPod starts a replica of cluster c declaring epochs (by domain), or
+// of a copy of c restored from backup b.
+func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	r.mu.Lock()
 	r.counter[c]++
-	p := &pod{name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c], epoch: epoch}
+	p := &pod{
+		name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c],
+		epochs: epochs, agents: make([]*fenceagent.ClusterFence, len(r.domains)),
+	}
 	p.actor, p.restored = p.uid, b != nil
-	generation := r.generations[c]
+	generations := slices.Clone(r.generations[c])
 	if b != nil {
 		p.name = fmt.Sprintf("%s-%s/%d", clusterNames[c], b.label, r.counter[c])
-		p.actor, generation = p.uid+"#"+b.label, b.generation
+		p.actor, generations = p.uid+"#"+b.label, b.generations
 	}
 	// The pods of a cluster are spread over the authority's replicas.
 	target := r.srv.addrs[len(r.all)%len(r.srv.addrs)]
@@ -233,7 +298,7 @@ func (r *run) startPod(c int, epoch uint64, b *backup) *pod {
 	r.mu.Unlock()
 
 	var err error
-	if p.engine, err = engine.New(engine.Options{Domains: []string{r.domain}, Logger: logr.Discard()}); err != nil {
+	if p.engine, err = engine.New(engine.Options{Domains: r.domains, Logger: logr.Discard()}); err != nil {
 		r.t.Errorf("%s: engine: %v", p.name, err)
 		return p
 	}
@@ -246,44 +311,47 @@ func (r *run) startPod(c int, epoch uint64, b *backup) *pod {
 		r.t.Errorf("%s: dial: %v", p.name, err)
 		return p
 	}
-	var writer fencestate.Writer = p.engine
-	if r.wrap != nil {
-		writer = r.wrap(writer)
-	}
-	p.agent, err = fenceagent.New(fenceagent.Options{
-		Client:          fencev1.NewFenceServiceClient(conn),
-		Writer:          &recorder{run: r, pod: p, next: writer},
-		Domain:          r.domain,
-		ClusterName:     clusterNames[c],
-		ClusterUID:      p.uid,
-		Epoch:           epoch,
-		Instance:        p.instance(),
-		DeclareInterval: declareInterval,
-		DeclareTimeout:  declareTimeout,
-		LeaseMargin:     leaseMargin,
-		Logger:          logr.Discard(),
-		Registerer:      prometheus.NewRegistry(),
-
-		ClusterGeneration: generation,
-	})
-	if err != nil {
-		r.t.Errorf("%s: agent: %v", p.name, err)
-		return p
-	}
-	r.event("%s starts at epoch %d, generation %d", p.name, epoch, generation)
-	agentCtx, stopAgent := context.WithCancel(context.Background())
-	agentDone := make(chan struct{})
-	go func() {
-		defer close(agentDone)
-		if err := p.agent.Start(agentCtx); err != nil {
-			r.t.Errorf("%s: agent: %v", p.name, err)
-		}
-	}()
-	p.stopAgent = sync.OnceFunc(func() {
-		stopAgent()
-		<-agentDone
+	agentCtx, stopAgents := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	p.stopAgents = sync.OnceFunc(func() {
+		stopAgents()
+		agents.Wait()
 		_ = conn.Close()
 	})
+	client := fencev1.NewFenceServiceClient(conn)
+	for d, name := range r.domains {
+		var writer fencestate.Writer = p.engine
+		if r.wrap != nil {
+			writer = r.wrap(writer)
+		}
+		agent, err := fenceagent.New(fenceagent.Options{
+			Client:          client,
+			Writer:          &recorder{run: r, pod: p, domain: d, next: writer},
+			Domain:          name,
+			ClusterName:     clusterNames[c],
+			ClusterUID:      p.uid,
+			Epoch:           epochs[d],
+			Instance:        p.instance(),
+			DeclareInterval: declareInterval,
+			DeclareTimeout:  declareTimeout,
+			LeaseMargin:     leaseMargin,
+			Logger:          logr.Discard(),
+			Registerer:      prometheus.NewRegistry(),
+
+			ClusterGeneration: generations[d],
+		})
+		if err != nil {
+			r.t.Errorf("%s: agent of %s: %v", p.name, name, err)
+			return p
+		}
+		p.agents[d] = agent
+		agents.Go(func() {
+			if err := agent.Start(agentCtx); err != nil {
+				r.t.Errorf("%s: agent of %s: %v", p.name, name, err)
+			}
+		})
+	}
+	r.event("%s starts at epochs %v, generations %v", p.name, epochs, generations)
 
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
@@ -304,7 +372,8 @@ func (r *run) admit(ctx context.Context, p *pod) {
 	var admitted []Admission
 	denied := 0
 	for ctx.Err() == nil {
-		b := r.bodies[rand.IntN(len(r.bodies))]
+		d := rand.IntN(len(r.domains))
+		b := r.bodies[d][rand.IntN(len(r.bodies[d]))]
 		start := r.since()
 		res, err := p.engine.Admit(ctx, b.body)
 		end := r.since()
@@ -315,7 +384,7 @@ func (r *run) admit(ctx context.Context, p *pod) {
 			return
 		case res.Decision.Allowed:
 			admitted = append(admitted, Admission{
-				Pod: p.name, Cluster: p.actor, Start: start, End: end,
+				Pod: p.name, Cluster: p.actor, Domain: r.domains[d], FenceDomain: res.Fence.Domain, Start: start, End: end,
 				Token:  enginetest.StampedToken(res.Decision.Patch, b.token),
 				Status: res.Fence.Status, Holder: res.Fence.Holder.UID, FenceToken: res.Fence.Token,
 			})
@@ -330,24 +399,30 @@ func (r *run) admit(ctx context.Context, p *pod) {
 	p.denied += denied
 }
 
-// rollout replaces a cluster's pods with pods at a new epoch, as a
-// Deployment rollout does: the new pods start, and once they are ready
-// the old ones terminate, still answering (their agents running) for
-// preStop, then answering from their last fence state for drain.
+// rollout replaces a cluster's pods with pods at a new epoch of one
+// domain, as a Deployment rollout does: the new pods start, and once they
+// are ready the old ones terminate, still answering (their agents running)
+// for preStop, then answering from their last fence state for drain.
 func (r *run) rollout(st step) {
 	r.rolling[st.cluster].Lock()
 	defer r.rolling[st.cluster].Unlock()
 	r.event("rollout: %s", st)
+	r.mu.Lock()
+	r.epochs[st.cluster][st.domain] = st.epoch
+	epochs := r.epochs[st.cluster]
+	r.mu.Unlock()
 	fresh := make([]*pod, r.sched.replicas)
 	for i := range fresh {
-		fresh[i] = r.startPod(st.cluster, st.epoch, nil)
+		fresh[i] = r.startPod(st.cluster, slices.Clone(epochs), nil)
 	}
 	// Ready: the agents have an answer, or the authority is away and
 	// the rollout goes on regardless after a while.
 	deadline := time.Now().Add(leaseTTL)
 	for _, p := range fresh {
-		for p.agent != nil && p.agent.Status().Reason == fencestate.ReasonNoAnswerYet && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+		for _, agent := range p.agents {
+			for agent != nil && agent.Status().Reason == fencestate.ReasonNoAnswerYet && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 	}
 	r.mu.Lock()
@@ -357,16 +432,46 @@ func (r *run) rollout(st step) {
 	for _, p := range old {
 		r.background.Go(func() {
 			time.Sleep(st.preStop)
-			if p.stopAgent != nil {
-				p.stopAgent()
+			if p.stopAgents != nil {
+				p.stopAgents()
 			}
-			r.event("%s stopped its agent", p.name)
+			r.event("%s stopped its agents", p.name)
 			time.Sleep(st.drain)
 			if p.stopServing != nil {
 				p.stopServing()
 			}
 			r.event("%s stopped answering", p.name)
 		})
+	}
+}
+
+// failover raises the epoch the running pods of a cluster declare for one
+// domain, as each pod's Fence sync does once fencegate failover patched the
+// Fence's spec.epoch: the agent declares it at once, without a restart.
+// It waits for a rollout of the cluster in progress, whose new pods would
+// otherwise start at the old epoch.
+func (r *run) failover(st step) {
+	r.rolling[st.cluster].Lock()
+	defer r.rolling[st.cluster].Unlock()
+	r.event("%s", st)
+	r.mu.Lock()
+	r.epochs[st.cluster][st.domain] = st.epoch
+	pods := slices.Clone(r.serving[st.cluster])
+	for _, p := range pods {
+		p.epochs[st.domain] = st.epoch
+	}
+	r.mu.Unlock()
+	for _, p := range pods {
+		agent := p.agents[st.domain]
+		if agent == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), leaseTTL)
+		err := agent.SetEpoch(ctx, st.epoch)
+		cancel()
+		if err != nil && !errors.Is(err, fenceagent.ErrStopped) {
+			r.event("%s declares epoch %d of domain %d: %v", p.name, st.epoch, st.domain, err)
+		}
 	}
 }
 
@@ -406,8 +511,8 @@ func (r *run) stop() History {
 			if p.stopServing != nil {
 				p.stopServing()
 			}
-			if p.stopAgent != nil {
-				p.stopAgent()
+			if p.stopAgents != nil {
+				p.stopAgents()
 			}
 			if p.proxy != nil {
 				p.proxy.Close()
@@ -426,12 +531,13 @@ func (r *run) stop() History {
 	return h
 }
 
-// recorder writes a pod's fence states through and records each change of
-// status, holder or token (not every renewal).
+// recorder writes the fence states of a pod's domain through and records
+// each change of status, holder or token (not every renewal).
 type recorder struct {
-	run  *run
-	pod  *pod
-	next fencestate.Writer
+	run    *run
+	pod    *pod
+	domain int
+	next   fencestate.Writer
 
 	mu   sync.Mutex
 	last fencestate.State
@@ -440,7 +546,7 @@ type recorder struct {
 func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 	err := w.next.WriteFence(ctx, s)
 	if !w.pod.restored {
-		w.run.newGeneration(w.pod.cluster, s.ClusterGeneration)
+		w.run.newGeneration(w.pod.cluster, w.domain, s.ClusterGeneration)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -452,6 +558,9 @@ func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 		w.run.copyHeld.Store(true)
 	}
 	what := fmt.Sprintf("%s wrote %s", w.pod.name, s.Status)
+	if len(w.run.domains) > 1 {
+		what = fmt.Sprintf("%s wrote %s in domain %d", w.pod.name, s.Status, w.domain)
+	}
 	if s.Holder.Name != "" {
 		what += fmt.Sprintf(", holder %s@%d", s.Holder.Name, s.Holder.Epoch)
 	}
@@ -468,20 +577,20 @@ func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 }
 
 // newGeneration is what fencegate's Fence status does with a generation a
-// pod of cluster c was given: the Fence shows the newest, and every pod of
-// the cluster adopts it.
-func (r *run) newGeneration(c int, g uint64) {
+// pod of cluster c was given in domain d: the domain's Fence shows the
+// newest, and every pod of the cluster adopts it.
+func (r *run) newGeneration(c, d int, g uint64) {
 	r.mu.Lock()
-	if g <= r.generations[c] {
+	if g <= r.generations[c][d] {
 		r.mu.Unlock()
 		return
 	}
-	r.generations[c] = g
-	pods := append([]*pod(nil), r.serving[c]...)
+	r.generations[c][d] = g
+	pods := slices.Clone(r.serving[c])
 	r.mu.Unlock()
 	for _, p := range pods {
-		if p.agent != nil {
-			p.agent.AdoptClusterGeneration(g)
+		if agent := p.agents[d]; agent != nil {
+			agent.AdoptClusterGeneration(g)
 		}
 	}
 }

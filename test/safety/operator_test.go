@@ -38,17 +38,17 @@ func (r *run) operate(st step) {
 	name := clusterNames[st.cluster]
 	r.mu.Lock()
 	p := r.serving[st.cluster][st.replica]
+	instance, epoch, fence := p.instance(), p.epochs[st.domain], r.domains[st.domain]
 	r.mu.Unlock()
-	instance := p.instance()
 	ctx, cancel := context.WithTimeout(context.Background(), operatorTimeout)
 	defer cancel()
 	operator := r.client(operatorID)
 	switch st.action {
 	case revokeCluster:
-		_, err := operator.RevokeFence(ctx, &fencev1.RevokeFenceRequest{Domain: r.domain, ClusterName: name})
+		_, err := operator.RevokeFence(ctx, &fencev1.RevokeFenceRequest{Domain: fence, ClusterName: name})
 		r.event("the operator revokes every lease of %s: %s", name, outcome(err))
 	case revokePod:
-		_, err := operator.RevokeFence(ctx, &fencev1.RevokeFenceRequest{Domain: r.domain, ClusterName: name, Instance: &instance})
+		_, err := operator.RevokeFence(ctx, &fencev1.RevokeFenceRequest{Domain: fence, ClusterName: name, Instance: &instance})
 		r.event("the operator revokes the lease of %s: %s", p.name, outcome(err))
 	case forget:
 		r.mu.Lock()
@@ -61,22 +61,22 @@ func (r *run) operate(st step) {
 			r.event("the operator does not forget %s: a copy of it restored from a backup may run", name)
 			return
 		}
-		_, err := operator.ForgetCluster(ctx, &fencev1.ForgetClusterRequest{Domain: r.domain, ClusterName: name, ClusterUid: p.uid})
+		_, err := operator.ForgetCluster(ctx, &fencev1.ForgetClusterRequest{Domain: fence, ClusterName: name, ClusterUid: p.uid})
 		r.event("the operator forgets %s: %s", name, outcome(err))
 	case foreignRelease:
-		req := &fencev1.ReleaseFenceRequest{Domain: r.domain, ClusterName: name, ClusterUid: p.uid, Epoch: p.epoch, Instance: instance}
+		req := &fencev1.ReleaseFenceRequest{Domain: fence, ClusterName: name, ClusterUid: p.uid, Epoch: epoch, Instance: instance}
 		for _, as := range []string{operatorID, clusterID(clusterNames[(st.cluster+1)%len(clusterNames)]), intruderID} {
 			_, err := r.client(as).ReleaseFence(ctx, req)
 			r.refused(err, codes.PermissionDenied, "%s releases the lease of %s", as, p.name)
 		}
 	case foreignDeclare:
-		req := &fencev1.DeclareClusterEpochRequest{Domain: r.domain, ClusterName: name, ClusterUid: p.uid, Epoch: p.epoch + 100, Instance: "impostor"}
+		req := &fencev1.DeclareClusterEpochRequest{Domain: fence, ClusterName: name, ClusterUid: p.uid, Epoch: epoch + 100, Instance: "impostor"}
 		for _, as := range []string{clusterID(clusterNames[(st.cluster+1)%len(clusterNames)]), intruderID, operatorID} {
 			_, err := r.client(as).DeclareClusterEpoch(ctx, req)
 			r.refused(err, codes.PermissionDenied, "%s declares as %s", as, name)
 		}
 	case outOfStep:
-		req := &fencev1.DeclareClusterEpochRequest{Domain: r.domain, ClusterName: rogueName, ClusterUid: "uid-rogue", Epoch: 18446744073709551615}
+		req := &fencev1.DeclareClusterEpochRequest{Domain: fence, ClusterName: rogueName, ClusterUid: "uid-rogue", Epoch: 18446744073709551615}
 		_, err := r.client(rogueID).DeclareClusterEpoch(ctx, req)
 		r.refused(err, codes.FailedPrecondition, "the rogue cluster declares epoch %d", req.GetEpoch())
 	}

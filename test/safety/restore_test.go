@@ -2,6 +2,7 @@ package safety
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,31 +11,36 @@ import (
 )
 
 // backup is what a backup of a cluster's control plane keeps of fencegate:
-// the epoch its pods declared and the generation its Fence showed.
+// the epochs its pods declared and the generations its Fences showed, by
+// domain.
 type backup struct {
-	epoch, generation uint64
+	epochs, generations []uint64
 	// label names the copy restored from it.
 	label string
 }
 
 // restore backs cluster st.cluster up now and, once the authority has
-// moved the cluster's generation on twice (older backups than that are
-// what restore detection tells apart; see docs/design.md), starts a copy of
-// the cluster from the backup beside it, with as many pods, until the
-// history ends. The copy has the cluster's name, UID, epoch and identity:
-// only the generation it presents tells it apart, and it must admit
-// nothing, unless an operator fails over to it (st.epoch): then it takes
-// the fence over from the original, and the two never admit at once.
+// moved the cluster's generation on twice in every domain (older backups
+// than that are what restore detection tells apart; see docs/design.md),
+// starts a copy of the cluster from the backup beside it, with as many
+// pods, until the history ends. The copy has the cluster's name, UID,
+// epochs and identity: only the generations it presents tell it apart, and
+// it must admit nothing, unless an operator fails domain st.domain over to
+// it (st.epoch): then it takes that domain's fence over from the original,
+// and the two never admit at once.
 func (r *run) restore(st step) {
 	c := st.cluster
 	r.mu.Lock()
 	r.copies[c]++
-	b := &backup{epoch: r.serving[c][0].epoch, generation: r.generations[c], label: fmt.Sprintf("restored-%d", r.copies[c])}
+	b := &backup{
+		epochs: slices.Clone(r.serving[c][0].epochs), generations: slices.Clone(r.generations[c]),
+		label: fmt.Sprintf("restored-%d", r.copies[c]),
+	}
 	r.mu.Unlock()
-	r.event("%s is backed up at epoch %d, generation %d", clusterNames[c], b.epoch, b.generation)
+	r.event("%s is backed up at epochs %v, generations %v", clusterNames[c], b.epochs, b.generations)
 	r.background.Go(func() {
-		moved, seen := 0, b.generation
-		for moved < 2 {
+		moved, seen := make([]int, len(b.generations)), slices.Clone(b.generations)
+		for slices.Min(moved) < 2 {
 			select {
 			case <-r.ending:
 				r.event("the backup of %s is too recent to be told apart before the history ends: not restored", clusterNames[c])
@@ -42,22 +48,25 @@ func (r *run) restore(st step) {
 			case <-time.After(20 * time.Millisecond):
 			}
 			r.mu.Lock()
-			if g := r.generations[c]; g != seen {
-				moved, seen = moved+1, g
+			for d, g := range r.generations[c] {
+				if g != seen[d] {
+					moved[d], seen[d] = moved[d]+1, g
+				}
 			}
 			r.mu.Unlock()
 		}
 		r.event("a copy of %s (%s) is restored from its backup", clusterNames[c], b.label)
-		epoch := b.epoch
+		epochs := slices.Clone(b.epochs)
 		if st.epoch > 0 {
-			// The copy's pods start at the raised epoch: an operator's
-			// failover to it. The copy and the original are two
-			// actors for the checker; they must never both admit.
-			epoch = st.epoch
-			r.event("an operator fails over to the copy of %s (%s) at epoch %d", clusterNames[c], b.label, epoch)
+			// The copy's pods start at the raised epoch of the domain:
+			// an operator's failover to it. The copy and the original
+			// are two actors for the checker; they must never both
+			// admit.
+			epochs[st.domain] = st.epoch
+			r.event("an operator fails domain %d over to the copy of %s (%s) at epoch %d", st.domain, clusterNames[c], b.label, st.epoch)
 		}
 		for range r.sched.replicas {
-			r.startPod(c, epoch, b)
+			r.startPod(c, slices.Clone(epochs), b)
 		}
 	})
 }

@@ -16,7 +16,7 @@ import (
 // that waits out a lease after its last step.
 func scripted(replicas int, steps ...step) schedule {
 	return schedule{
-		seed: uint64(time.Now().UnixNano()), replicas: replicas,
+		seed: uint64(time.Now().UnixNano()), replicas: replicas, domains: 1,
 		epochs: []uint64{2, 1, 1},
 		uids:   []string{"east-0001", "west-0002", "north-0003"},
 		steps:  steps,

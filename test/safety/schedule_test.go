@@ -50,7 +50,7 @@ var clusterNames = []string{"east", "west", "north"}
 type stepKind int
 
 const (
-	// raise rolls a cluster out with a new epoch.
+	// raise rolls a cluster out with a new epoch of one domain.
 	raise stepKind = iota + 1
 	// partition cuts one agent from the authority for a while.
 	partition
@@ -64,6 +64,10 @@ const (
 	// restore backs a cluster up and, once the authority moved its
 	// generation on twice, starts a copy of it from the backup.
 	restore
+	// failover raises the epoch a cluster's running pods declare for one
+	// domain, without a restart, as the Fence's spec.epoch does once
+	// fencegate failover patched it.
+	failover
 )
 
 // operatorAction is what an operate step does.
@@ -101,6 +105,9 @@ type step struct {
 	// cluster is the cluster raised or partitioned (an index of
 	// clusterNames), replica the pod slot partitioned.
 	cluster, replica int
+	// domain is the fence domain (an index of the run's domains) raised,
+	// failed over or operated on.
+	domain int
 	// epoch is the raised epoch; for a restore, the epoch an operator
 	// fails over to the restored copy at (0: the copy keeps the backup's).
 	epoch uint64
@@ -121,16 +128,18 @@ func (s step) String() string {
 	name := clusterNames[s.cluster]
 	switch s.kind {
 	case raise:
-		return fmt.Sprintf("raise %s to epoch %d (old pods: preStop %s, drain %s)", name, s.epoch, s.preStop, s.drain)
+		return fmt.Sprintf("raise %s to epoch %d in domain %d (old pods: preStop %s, drain %s)", name, s.epoch, s.domain, s.preStop, s.drain)
+	case failover:
+		return fmt.Sprintf("fail domain %d over to %s at epoch %d, in place", s.domain, name, s.epoch)
 	case partition:
 		return fmt.Sprintf("partition %s replica %d (%s) for %s", name, s.replica, s.mode, s.length)
 	case operate:
-		return fmt.Sprintf("%s %s (replica %d)", operatorActionNames[s.action], name, s.replica)
+		return fmt.Sprintf("%s %s in domain %d (replica %d)", operatorActionNames[s.action], name, s.domain, s.replica)
 	case clockStep:
 		return fmt.Sprintf("step the wall clock of authority replica %d forward by %s", s.replica, s.length)
 	case restore:
 		if s.epoch > 0 {
-			return fmt.Sprintf("back %s up, restore a copy of it beside it, and fail over to the copy at epoch %d", name, s.epoch)
+			return fmt.Sprintf("back %s up, restore a copy of it beside it, and fail domain %d over to the copy at epoch %d", name, s.domain, s.epoch)
 		}
 		return fmt.Sprintf("back %s up, and restore a copy of it beside it", name)
 	default:
@@ -144,7 +153,11 @@ type schedule struct {
 	seed uint64
 	// replicas is the number of pods per cluster.
 	replicas int
-	// epochs are the clusters' first epochs.
+	// domains is the number of fence domains every pod serves.
+	domains int
+	// epochs are the clusters' first epochs in the first domain; the
+	// others start rotated (see firstEpoch), so that their first holders
+	// differ.
 	epochs []uint64
 	// uids are the clusters' kube-system UIDs.
 	uids  []string
@@ -156,33 +169,46 @@ type schedule struct {
 	offsets []time.Duration
 }
 
+// maxDomains bounds the fence domains a history's pods serve.
+const maxDomains = 3
+
+// firstEpoch is the epoch cluster c's first pods declare in domain d.
+func (s schedule) firstEpoch(c, d int) uint64 { return s.epochs[(c+d)%len(s.epochs)] }
+
 // plan draws a schedule from seed with the nemeses n. Each cluster runs
 // replicas pods; 0 draws one or two (the chart's default) from the seed as
-// well.
+// well. Each history serves one to maxDomains fence domains, and each raise
+// or failover moves one of them.
 func plan(seed uint64, replicas int, n nemeses) schedule {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	if replicas == 0 {
 		replicas = 1 + rng.IntN(2)
 	}
-	s := schedule{seed: seed, replicas: replicas, end: chaos + tail}
+	s := schedule{seed: seed, replicas: replicas, domains: 1 + rng.IntN(maxDomains), end: chaos + tail}
 	if n.clocks {
 		s.offsets = drawOffsets(rng, labReplicas)
 	}
-	highest := uint64(0)
 	for _, name := range clusterNames {
-		epoch := 1 + rng.Uint64N(2)
-		s.epochs = append(s.epochs, epoch)
+		s.epochs = append(s.epochs, 1+rng.Uint64N(2))
 		s.uids = append(s.uids, fmt.Sprintf("%s-%08x-%04x", name, rng.Uint32(), rng.Uint32N(1<<16)))
-		highest = max(highest, epoch)
 	}
-	epochs := append([]uint64(nil), s.epochs...)
+	// epochs and highest follow each domain's epochs along the steps.
+	epochs := make([][]uint64, len(clusterNames))
+	highest := make([]uint64, s.domains)
+	for c := range epochs {
+		for d := range s.domains {
+			epochs[c] = append(epochs[c], s.firstEpoch(c, d))
+			highest[d] = max(highest[d], epochs[c][d])
+		}
+	}
 	at := time.Duration(0)
 	for {
 		at += 250*time.Millisecond + upTo(rng, 650*time.Millisecond)
 		if at > chaos {
 			break
 		}
-		st := step{at: at, cluster: rng.IntN(len(clusterNames))}
+		st := step{at: at, cluster: rng.IntN(len(clusterNames)), domain: rng.IntN(s.domains)}
+		d := st.domain
 		p := rng.IntN(24)
 		for p >= 20 && p < 22 && !n.clocks || p >= 22 && !n.restores {
 			p = rng.IntN(24)
@@ -192,14 +218,19 @@ func plan(seed uint64, replicas int, n nemeses) schedule {
 			st.kind = raise
 			if rng.IntN(4) > 0 {
 				// A failover: above every epoch declared so far.
-				highest++
-				epochs[st.cluster] = highest
+				highest[d]++
+				epochs[st.cluster][d] = highest[d]
 			} else {
 				// A raise that may stay below the holder's.
-				epochs[st.cluster]++
-				highest = max(highest, epochs[st.cluster])
+				epochs[st.cluster][d]++
+				highest[d] = max(highest[d], epochs[st.cluster][d])
 			}
-			st.epoch = epochs[st.cluster]
+			st.epoch = epochs[st.cluster][d]
+			if rng.IntN(2) == 0 {
+				// Half of them in place, as fencegate failover does.
+				st.kind = failover
+				break
+			}
 			st.preStop = upTo(rng, 600*time.Millisecond)
 			st.drain = upTo(rng, 300*time.Millisecond)
 		case p < 15:
@@ -226,8 +257,8 @@ func plan(seed uint64, replicas int, n nemeses) schedule {
 			if rng.IntN(2) == 0 {
 				// An operator fails over to the copy: above every
 				// epoch declared so far.
-				highest++
-				st.epoch = highest
+				highest[d]++
+				st.epoch = highest[d]
 			}
 		}
 		s.steps = append(s.steps, st)
@@ -242,9 +273,13 @@ func upTo(rng *rand.Rand, d time.Duration) time.Duration {
 
 func (s schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, %d replica(s) per cluster, first epochs", s.seed, s.replicas)
-	for i, name := range clusterNames {
-		fmt.Fprintf(&b, " %s=%d", name, s.epochs[i])
+	fmt.Fprintf(&b, "seed %d, %d replica(s) per cluster, %d domain(s), first epochs", s.seed, s.replicas, s.domains)
+	for d := range s.domains {
+		fmt.Fprintf(&b, " [domain %d:", d)
+		for c, name := range clusterNames {
+			fmt.Fprintf(&b, " %s=%d", name, s.firstEpoch(c, d))
+		}
+		b.WriteString("]")
 	}
 	if s.offsets != nil {
 		fmt.Fprintf(&b, ", authority replicas' clocks off by %v", s.offsets)
