@@ -81,8 +81,9 @@ func unsafe(sched schedule, h History, r Report, replay string) string {
 // authority restarts, partitions, operators and hostile callers, authority
 // replicas' clocks set apart and stepped, and copies of clusters restored
 // from backups, under admission load, and checks each one: no two clusters
-// (a restored copy counts as another) admit for the domain at once, and
-// tokens only grow.
+// (a restored copy counts as another) admit for one domain at once, and
+// tokens only grow. A history's pods serve one to three domains, whose
+// holders differ and which fail over on their own.
 func TestRandomizedFailover(t *testing.T) {
 	// A failing history prints itself with its seed: that is the record.
 	// The authority's log of hundreds of histories would bury it.
@@ -90,7 +91,7 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, events, denied, multi, restored, toCopies := 0, 0, 0, 0, 0, 0
+	steps, events, denied, multi, manyDomains, restored, toCopies := 0, 0, 0, 0, 0, 0, 0
 	kinds := map[stepKind]int{}
 	began := time.Now()
 	for i, seed := range list {
@@ -116,10 +117,13 @@ func TestRandomizedFailover(t *testing.T) {
 		if sched.replicas > 1 {
 			multi++
 		}
+		if sched.domains > 1 {
+			manyDomains++
+		}
 		events += len(h.Events)
 		denied += h.Denied
-		t.Logf("history %d/%d, seed %d: %d pod(s) per cluster, %d steps, %d admitted (%d tokens, %d handovers), %d denied",
-			i+1, len(list), seed, sched.replicas, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied)
+		t.Logf("history %d/%d, seed %d: %d pod(s) per cluster, %d domain(s), %d steps, %d admitted (%d tokens, %d handovers), %d denied",
+			i+1, len(list), seed, sched.replicas, sched.domains, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied)
 		if len(r.Violations) > 0 {
 			replay := fmt.Sprintf("replay its schedule with %s=%d", seedEnv, seed)
 			if pods != 0 {
@@ -128,10 +132,10 @@ func TestRandomizedFailover(t *testing.T) {
 			t.Fatal(unsafe(sched, h, r, replay))
 		}
 	}
-	t.Logf("%d histories (%d of them with several pods per cluster) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
-		"%d schedule steps (%d raises, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster and %d failed over to), %d events",
-		len(list), multi, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
-		steps, kinds[raise], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
+	t.Logf("%d histories (%d of them with several pods per cluster, %d with several domains) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
+		"%d schedule steps (%d raises, %d in-place failovers, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster and %d failed over to), %d events",
+		len(list), multi, manyDomains, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
+		steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}
