@@ -49,6 +49,11 @@ func TestWalkthrough(t *testing.T) {
 		"✓ only the cluster holding the fence can change Components, and its controller marks them FenceHeld",
 		"✓ east holds the fence again at epoch 3",
 		"✓ the operator's view agrees: east holds the fence at epoch 3",
+		"$ fencegate failover --kubeconfig kubeconfig --domain payments --to west --from east --wait",
+		"✓ east holds default, west holds payments",
+		"✓ west admits shop/checkout (payments) and refuses default/billing; east the other way round",
+		"during the failover of payments, 0 refused",
+		"✓ east holds both domains again",
 		"Every step behaved as fencegate promises.",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -1,9 +1,10 @@
 // Command demo is what `make run` runs: a fence authority with embedded etcd,
 // served with mTLS and an authorization file, and two real control planes,
 // "east" and "west", each served by `fencegate run` with a client
-// certificate of its own identity; then a failover and a failback by
-// `fencegate failover`, walked through step by step. Every step checks its
-// outcome. The stack stays up for trying things by hand until Ctrl-C, or
+// certificate of its own identity and serving two fence domains; then a
+// failover and a failback by `fencegate failover`, and the two domains held
+// by opposite clusters, one failing over while the other's holder keeps
+// writing, walked through step by step. Every step checks its outcome. The stack stays up for trying things by hand until Ctrl-C, or
 // exits after the walkthrough with --exit (FENCEGATE_DEMO_EXIT=1).
 package main
 
@@ -61,6 +62,7 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 		Binary:   bin,
 		Dir:      dir,
 		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
+		Domains:  []string{paymentsDomain},
 		MTLS:     true,
 		Say:      say,
 	})

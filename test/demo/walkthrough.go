@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -126,19 +128,31 @@ func (w *walkthrough) waitHolder(ctx context.Context, name string) (*fencev1.Fen
 	return fence, nil
 }
 
-// getFences shows `kubectl get fences` on both clusters and checks each
-// one's state and that it enforces it.
+// getFences shows `kubectl get fences` on both clusters and checks the
+// state of each one's default domain and that it enforces it.
 func (w *walkthrough) getFences(ctx context.Context, want map[*stack.Cluster]string) error {
+	byDomain := map[*stack.Cluster]map[string]string{}
+	for c, state := range want {
+		byDomain[c] = map[string]string{"default": state}
+	}
+	return w.getFencesOf(ctx, byDomain)
+}
+
+// getFencesOf shows `kubectl get fences` on both clusters and checks, for
+// each domain named, its Fence's state and that the cluster enforces it.
+func (w *walkthrough) getFencesOf(ctx context.Context, want map[*stack.Cluster]map[string]string) error {
 	for _, c := range []*stack.Cluster{w.s.Cluster("east"), w.s.Cluster("west")} {
-		var f fencegatev1alpha1.Fence
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			if err := c.ControlPlane.Client.Get(ctx, client.ObjectKey{Name: "default"}, &f); err != nil {
-				return false, nil //nolint:nilerr // not written yet; keep polling
+		for d, state := range want[c] {
+			var f fencegatev1alpha1.Fence
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				if err := c.ControlPlane.Client.Get(ctx, client.ObjectKey{Name: d}, &f); err != nil {
+					return false, nil //nolint:nilerr // not written yet; keep polling
+				}
+				return f.Status.State == state && conditionTrue(&f, fencegatev1alpha1.ConditionEnforced), nil
+			})
+			if err != nil {
+				return fmt.Errorf("%s's Fence of %s never said %s and Enforced (state %q)", c.Name, d, state, f.Status.State)
 			}
-			return f.Status.State == want[c] && conditionTrue(&f, fencegatev1alpha1.ConditionEnforced), nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s's Fence never said %s and Enforced (state %q)", c.Name, want[c], f.Status.State)
 		}
 		if _, exit, err := w.kubectl(ctx, c, nil, "get", "fences", "-o", "wide"); err != nil || exit != 0 {
 			return fmt.Errorf("kubectl get fences on %s: exit %d %w", c.Name, exit, err)
@@ -154,6 +168,11 @@ func conditionTrue(f *fencegatev1alpha1.Fence, typ string) bool {
 		}
 	}
 	return false
+}
+
+// componentRef is a Component to read or patch by its key.
+func componentRef(key types.NamespacedName) *fencegatev1alpha1.Component {
+	return &fencegatev1alpha1.Component{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 }
 
 // annotation reads one annotation of the billing Component.
@@ -368,7 +387,7 @@ func (w *walkthrough) run(ctx context.Context) error {
 		return errors.New("fence status does not name east at the epoch of the failback")
 	}
 	w.proves("the operator's view agrees: east holds the fence at epoch %d", backEpoch)
-	return nil
+	return w.activeActive(ctx)
 }
 
 // impersonation shows west's identity refused when it declares as east, the
