@@ -162,9 +162,9 @@ func shellWord(s string) string {
 func restoredRefusal(domain string, d statemachine.Declaration, e *statemachine.RestoredError) error {
 	return refusal(rpctypes.ReasonClusterRestored, fmt.Sprintf(
 		"cluster %q (uid %s) looks restored from a backup%s: this instance (%q) presents generation %d of the cluster, which the authority moved past; "+
-			"it is told it holds nothing and admits nothing. If this copy should take over, fail over to it (fencegate failover --to %s raises its epoch above %d); "+
+			"it is told it holds nothing and admits nothing. If this copy should take over, fail over to it (%s raises its epoch above %d); "+
 			"otherwise remove it. A process cut off from the authority for longer than two generation periods is told the same, and recovers once its peers' Fence shows the current generation",
-		d.Cluster.Name, d.Cluster.UID, inDomain(domain), d.Instance, e.Presented, d.Cluster.Name, e.HighestEpoch), map[string]string{
+		d.Cluster.Name, d.Cluster.UID, inDomain(domain), d.Instance, e.Presented, rpctypes.FailoverCommand(domain, d.Cluster.Name), e.HighestEpoch), map[string]string{
 		rpctypes.MetadataDomain:              domain,
 		rpctypes.MetadataDeclaredEpoch:       strconv.FormatUint(d.Epoch, 10),
 		rpctypes.MetadataHighestEpoch:        strconv.FormatUint(e.HighestEpoch, 10),

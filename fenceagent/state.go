@@ -138,9 +138,9 @@ func (r rules) restoredMessage(a answer) string {
 		generation = fmt.Sprintf("generation %d, but the fence authority has moved on to generation %d", a.presentedGeneration, a.generation)
 	}
 	return fmt.Sprintf("cluster %s presents %s: this control plane looks restored from a backup of %s, and it admits nothing. "+
-		"If this copy should take over, fail over to it (fencegate failover --to %s raises its epoch); otherwise remove it. "+
+		"If this copy should take over, fail over to it (%s raises its epoch); otherwise remove it. "+
 		"It declares again at every heartbeat, and recovers by itself once it learns the current generation (from the Fence status its healthy peers write) or its epoch is raised. Authority: %s",
-		r.self.Describe(), generation, r.self.Name, r.self.Name, statusMessage(a.err))
+		r.self.Describe(), generation, r.self.Name, rpctypes.FailoverCommand(r.domain, r.self.Name), statusMessage(a.err))
 }
 
 // epochRefusal is the EpochRefusal of a's refusal of epoch refused for its

@@ -54,6 +54,13 @@ default failover_to := "<its kubeconfig context>"
 
 failover_to := cluster_name if cluster_name != ""
 
+# failover_args are the arguments of `fencegate failover` that move this
+# domain's fence to this cluster: --domain only where it is not the
+# default, which the command picks when it is not given.
+failover_args := sprintf("--to %s", [failover_to]) if domain == "default"
+
+failover_args := sprintf("--domain %s --to %s", [domain, failover_to]) if domain != "default"
+
 default holder_clause := "no holder is known"
 
 holder_clause := sprintf("cluster %q holds it at epoch %d", [holder_name, holder_epoch]) if holder_name != ""
@@ -76,9 +83,9 @@ explanation := sprintf(
 	concat(" ", [
 		"%s (epoch %d) does not hold the ownership fence of domain %q: %s.",
 		"Components can only change on the cluster that holds the fence.",
-		"To fail over to %s, run fencegate failover --to %s, or raise spec.epoch of the Fence %q on %s above %d (to %d).",
+		"To fail over to %s, run fencegate failover %s, or raise spec.epoch of the Fence %q on %s above %d (to %d).",
 	]),
-	[this_cluster, cluster_epoch, domain, holder_clause, short_name, failover_to, domain, short_name, holder_epoch, holder_epoch + 1],
+	[this_cluster, cluster_epoch, domain, holder_clause, short_name, failover_args, domain, short_name, holder_epoch, holder_epoch + 1],
 ) if {
 	status == "fenced"
 }
@@ -90,9 +97,9 @@ explanation := sprintf(
 		"The ownership fence of domain %q is held elsewhere: %s.",
 		"Raise spec.epoch of the Fence %q on %s back to at least the highest epoch it declared;",
 		"to take the fence over it must also be above %d",
-		"(fencegate failover --to %s --epoch N, with N above %d and at least that epoch).",
+		"(fencegate failover %s --epoch N, with N above %d and at least that epoch).",
 	]),
-	[this_cluster, cluster_epoch, domain, holder_clause, domain, short_name, holder_epoch, failover_to, holder_epoch],
+	[this_cluster, cluster_epoch, domain, holder_clause, domain, short_name, holder_epoch, failover_args, holder_epoch],
 ) if {
 	status == "epoch_regressed"
 }

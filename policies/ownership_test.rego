@@ -120,7 +120,13 @@ test_no_explanation_tells_to_fail_over_by_helm if {
 test_failover_names_the_domains_fence if {
 	fence := object.union(state("fenced", west, east), {"domain": "payments"})
 	msg := ownership.explanation with data.fence as fence
-	contains(msg, `or raise spec.epoch of the Fence "payments" on west above 7 (to 8).`)
+	contains(msg, `To fail over to west, run fencegate failover --domain payments --to west, or raise spec.epoch of the Fence "payments" on west above 7 (to 8).`)
+}
+
+test_failover_names_the_domain_of_a_regressed_epoch if {
+	fence := object.union(state("epoch_regressed", west, east), {"domain": "payments"})
+	msg := ownership.explanation with data.fence as fence
+	contains(msg, "(fencegate failover --domain payments --to west --epoch N, with N above 7 and at least that epoch).")
 }
 
 test_explanation_unknown_without_an_agent_message if {

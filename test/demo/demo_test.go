@@ -28,7 +28,8 @@ func TestWalkthrough(t *testing.T) {
 	for _, want := range []string{
 		"Step 1 · east declares epoch 1 to the authority, over mTLS as spiffe://fencegate.demo/cluster/east",
 		"✓ the authority granted the fence to east",
-		"NAME      STATE    EPOCH   HOLDER   TOKEN   COMPONENTS   HOLDING   ENFORCED",
+		"STATE    EPOCH   HOLDER   TOKEN   COMPONENTS   HOLDING   ENFORCED",
+		"payments   active   1       east",
 		"✓ kubectl shows the fence on each cluster",
 		"✓ the mutating webhook stamped fencegate.dev/epoch=1",
 		`denied the request: fencegate: cluster "west" (epoch 1) does not hold the ownership fence`,
@@ -51,6 +52,7 @@ func TestWalkthrough(t *testing.T) {
 		"✓ the operator's view agrees: east holds the fence at epoch 3",
 		"$ fencegate failover --kubeconfig kubeconfig --domain payments --to west --from east --wait",
 		"✓ east holds default, west holds payments",
+		`does not hold the ownership fence of domain "payments": cluster "west" holds it at epoch 2. Components can only change on the cluster that holds the fence. To fail over to east, run fencegate failover --domain payments --to east`,
 		"✓ west admits shop/checkout (payments) and refuses default/billing; east the other way round",
 		"during the failover of payments, 0 refused",
 		"✓ east holds both domains again",

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,10 +46,10 @@ func (w *walkthrough) activeActive(ctx context.Context) error {
 
 	w.title("active/active: namespace %s's label puts its Components in domain %s; fail that domain over to west alone", shopNamespace, paymentsDomain)
 	for _, c := range []*stack.Cluster{east, west} {
-		fmt.Fprintf(w.out, "  $ kubectl --context %s create namespace %s && kubectl --context %s label namespace %s %s=%s\n", c.Name, shopNamespace, c.Name, shopNamespace, domain.Label, paymentsDomain)
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shopNamespace, Labels: map[string]string{domain.Label: paymentsDomain}}}
-		if err := c.ControlPlane.Client.Create(ctx, ns); err != nil {
-			return fmt.Errorf("%s: create namespace %s: %w", c.Name, shopNamespace, err)
+		for _, args := range [][]string{{"create", "namespace", shopNamespace}, {"label", "namespace", shopNamespace, domain.Label + "=" + paymentsDomain}} {
+			if stderr, exit, err := w.kubectl(ctx, c, nil, args...); err != nil || exit != 0 {
+				return errors.Join(err, fmt.Errorf("kubectl %s on %s (exit %d): %s", strings.Join(args, " "), c.Name, exit, stderr))
+			}
 		}
 	}
 	before, err := w.token(ctx, "default")

@@ -11,6 +11,17 @@ import (
 // DefaultDomain is the domain of requests that name none.
 const DefaultDomain = "default"
 
+// FailoverCommand is the `fencegate failover` command line that moves the
+// fence of domain to cluster: it names the domain only where it is not the
+// default, which the command picks when none is given. Messages that tell
+// a person to fail over quote it.
+func FailoverCommand(domain, cluster string) string {
+	if domain == DefaultDomain || domain == "" {
+		return "fencegate failover --to " + cluster
+	}
+	return "fencegate failover --domain " + domain + " --to " + cluster
+}
+
 // The request fields with rules, by their names in the gRPC API.
 const (
 	FieldDomain      = "domain"

@@ -96,3 +96,20 @@ func TestResultLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestFailoverCommand(t *testing.T) {
+	tests := map[string]struct {
+		domain, cluster, want string
+	}{
+		"the default domain is not named": {domain: DefaultDomain, cluster: "west", want: "fencegate failover --to west"},
+		"no domain is the default":        {cluster: "west", want: "fencegate failover --to west"},
+		"another domain is named":         {domain: "payments", cluster: "west", want: "fencegate failover --domain payments --to west"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := FailoverCommand(tc.domain, tc.cluster); got != tc.want {
+				t.Errorf("FailoverCommand(%q, %q) = %q, want %q", tc.domain, tc.cluster, got, tc.want)
+			}
+		})
+	}
+}
