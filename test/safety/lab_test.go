@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/authority/authoritytest"
 	"github.com/fencegate/fencegate/internal/testcerts"
@@ -27,7 +28,8 @@ func clusterID(name string) string { return "spiffe://safety.test/cluster/" + na
 
 // lab is the authority of the histories, as production runs it: mTLS, an
 // authorization file that binds each cluster's identity to its name, and
-// replicas on one etcd, each with its own wall clock.
+// replicas on one etcd, each with its own wall clock and the machine's
+// monotonic clock.
 type lab struct {
 	*authoritytest.Server
 	ca *testcerts.CA
@@ -64,11 +66,16 @@ func startLab(t *testing.T, opts authoritytest.Options, replicas int) *lab {
 	for range replicas {
 		l.clocks = append(l.clocks, &offsetClock{})
 	}
-	opts.Clock = l.clocks[0]
+	// The replicas judge lease ends on the real monotonic clock, as a
+	// replica does whose wall clock is set or stepped: without it they
+	// would judge them on the wall clocks the nemesis moves.
+	start := time.Now()
+	monotonic := func() time.Duration { return time.Since(start) }
+	opts.Clock, opts.Monotonic = l.clocks[0], monotonic
 	l.Server = authoritytest.Start(t, opts)
 	l.addrs = []string{l.Addr}
 	for _, clk := range l.clocks[1:] {
-		l.addrs = append(l.addrs, l.AddReplica(t, authoritytest.ReplicaOptions{Clock: clk}).Addr)
+		l.addrs = append(l.addrs, l.AddReplica(t, authoritytest.ReplicaOptions{Clock: clk, Monotonic: monotonic}).Addr)
 	}
 	return l
 }
