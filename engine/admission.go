@@ -188,6 +188,7 @@ func domainLabel(object *fastjson.Value, field string) (string, error) {
 func moving(into, out AdmissionDecision, fromDomain string) AdmissionDecision {
 	d := AdmissionDecision{
 		Allowed:    into.Allowed && out.Allowed,
+		Reason:     into.Reason,
 		Reasons:    slices.Clone(into.Reasons),
 		Warnings:   slices.Clone(into.Warnings),
 		Violations: slices.Clone(into.Violations),
@@ -203,6 +204,13 @@ func moving(into, out AdmissionDecision, fromDomain string) AdmissionDecision {
 	}
 	for _, v := range out.Violations {
 		d.Violations = append(d.Violations, fmt.Sprintf("moving the object out of fence domain %s: %s", fromDomain, v))
+	}
+	// The reason is that of the refusing side, or of both when they agree.
+	switch {
+	case into.Allowed:
+		d.Reason = out.Reason
+	case !out.Allowed && out.Reason != into.Reason:
+		d.Reason = ""
 	}
 	if !d.Allowed {
 		d.Patch = nil
@@ -362,6 +370,14 @@ func admissionDecision(rs rego.ResultSet) (AdmissionDecision, error) {
 			errs = append(errs, fmt.Errorf("%v: %w", admissionEntryPoint, err))
 		}
 		return list
+	}
+	switch reason := value["reason"].(type) {
+	case nil:
+		// Policies written before reasons keep the default.
+	case string:
+		d.Reason = reason
+	default:
+		errs = append(errs, fmt.Errorf("%v: reason is %s: want a string", admissionEntryPoint, describe(reason)))
 	}
 	d.Reasons = collect("reasons")
 	d.Warnings = collect("warnings")

@@ -103,6 +103,11 @@ func equivalenceRequests(t testing.TB) []equivalenceCase {
 		"current": {"fencegate.dev/epoch": "7", "fencegate.dev/token": "1042"},
 		"stale":   {"fencegate.dev/epoch": "6", "fencegate.dev/token": "9", "fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "east@7"},
 		"marked":  {"fencegate.dev/fenced": "true", "fencegate.dev/fenced-by": "east@7"},
+		// Write tokens a gated writer asserts: the fence's own, an older
+		// one, and one that is no token.
+		"write current":   {"fencegate.dev/write-token": "1042", "team": "payments"},
+		"write stale":     {"fencegate.dev/write-token": "1041", "fencegate.dev/token": "1041"},
+		"write malformed": {"fencegate.dev/write-token": "-1"},
 	}
 	users := map[string]struct {
 		name   string

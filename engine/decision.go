@@ -6,6 +6,10 @@ import "encoding/json"
 type AdmissionDecision struct {
 	// Allowed says whether the request may proceed.
 	Allowed bool `json:"allowed"`
+	// Reason is a denial's machine-readable reason, which the webhook gives
+	// the API server as the status reason (STALE_FENCING_TOKEN); "" for
+	// the default, Forbidden.
+	Reason string `json:"reason,omitempty"`
 	// Reasons explain a denial to a person.
 	Reasons []string `json:"reasons"`
 	// Warnings are shown to the client (kubectl prints them).

@@ -280,7 +280,8 @@ func TestSnapshotOptimizations(t *testing.T) {
 			files:     shipped,
 			wantCache: true,
 			wantPaths: "input.request.kind.group input.request.kind.kind input.request.object.metadata.annotations.fencegate.dev/fenced " +
-				"input.request.object.metadata.annotations.fencegate.dev/fenced-by input.request.operation input.request.subResource",
+				"input.request.object.metadata.annotations.fencegate.dev/fenced-by input.request.object.metadata.annotations.fencegate.dev/write-token " +
+				"input.request.operation input.request.subResource",
 		},
 		"non-deterministic": {
 			files: with("late.rego", `package fencegate.admission

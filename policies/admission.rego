@@ -30,6 +30,7 @@ import data.fencegate.settings
 # decision log.
 decision := {
 	"allowed": allowed,
+	"reason": reason,
 	"reasons": reasons,
 	"warnings": sort(warnings),
 	"patch": sort(patch),
@@ -103,6 +104,56 @@ violates if {
 	not exempt
 }
 
+violates if stale_write
+
+# ---------------------------------------------------------------------------
+# Write tokens: a write decided by a gated controller asserts the fencing
+# token its reconcile began under (package gate). The API server is the
+# store that checks fencing tokens: a write decided under an older token
+# than the fence's current one comes from an earlier hold (of this cluster
+# or another) and is refused, even on the holder. A write without the
+# assertion (a person's, a kubectl edit that sends back the stored
+# fencegate.dev/token) is never refused for its token. The mutation removes
+# the assertion, so it is never stored.
+
+write_token_annotation := "fencegate.dev/write-token"
+
+# (The key is spelled out, not write_token_annotation, so that the engine's
+# decision cache keys on this annotation alone, not on all of them.)
+asserted_write_token := object.get(input.request.object, ["metadata", "annotations", "fencegate.dev/write-token"], null) if creates_or_updates
+
+# A stale assertion: a token below the fence's current one.
+stale_write if {
+	regex.match(`^[0-9]{1,19}$`, asserted_write_token)
+	to_number(asserted_write_token) < ownership.token
+}
+
+# An assertion that is no token at all is refused as such: it cannot be
+# checked.
+malformed_write_token if {
+	is_string(asserted_write_token)
+	not regex.match(`^[0-9]{1,19}$`, asserted_write_token)
+}
+
+malformed_write_token if {
+	asserted_write_token != null
+	not is_string(asserted_write_token)
+}
+
+stale_denial := sprintf(
+	concat(" ", [
+		"fencegate: STALE_FENCING_TOKEN: this write was decided under fencing token %s (annotation %s),",
+		"but the fence of domain %q is now at token %d (%s): it comes from an earlier hold and is refused.",
+		"The writer reads the object again and decides under the current token.",
+	]),
+	[asserted_write_token, write_token_annotation, ownership.domain, ownership.token, ownership.holder_clause],
+)
+
+malformed_denial := sprintf(
+	"fencegate: annotation %s is %s: want the fencing token (a decimal number) the write was decided under, or no annotation",
+	[write_token_annotation, json.marshal(asserted_write_token)],
+)
+
 # The denial message: where this cluster stands and what to do.
 denial := concat("", ["fencegate: ", ownership.explanation])
 
@@ -113,16 +164,42 @@ allowed := false if {
 	settings.enforcement == "deny"
 }
 
+allowed := false if malformed_write_token
+
+# The fence denial, and the write token's where it is stale or malformed.
+denials contains denial if {
+	not_permitted
+	not exempt
+}
+
+denials contains stale_denial if stale_write
+denials contains malformed_denial if malformed_write_token
+
+# reason is the denial's machine-readable reason, which the webhook gives
+# the API server as the status reason: STALE_FENCING_TOKEN for a stale
+# write token alone.
+default reason := ""
+
+reason := "STALE_FENCING_TOKEN" if {
+	stale_write
+	not not_permitted
+}
+
 default reasons := []
 
-reasons := [denial] if {
+reasons := sort(denials) if {
 	violates
 	settings.enforcement == "deny"
 }
 
+reasons := [malformed_denial] if {
+	malformed_write_token
+	not violates
+}
+
 default violations := []
 
-violations := [denial] if {
+violations := sort(denials) if {
 	violates
 	settings.enforcement != "deny"
 }
@@ -132,6 +209,11 @@ violations := [denial] if {
 
 warnings contains concat("", ["fencegate: admitted only because enforcement is \"warn\": ", ownership.explanation]) if {
 	violates
+	settings.enforcement == "warn"
+}
+
+warnings contains concat("", ["fencegate: admitted only because enforcement is \"warn\": ", trim_prefix(stale_denial, "fencegate: ")]) if {
+	stale_write
 	settings.enforcement == "warn"
 }
 
@@ -217,6 +299,12 @@ patch contains {"op": "remove", "path": annotation_path(key)} if {
 	has_annotations
 	some key in [fenced_annotation, fenced_by_annotation]
 	object.get(input.request.object.metadata.annotations, key, null) != null
+}
+
+# The write token is an assertion of the request, never stored.
+patch contains {"op": "remove", "path": annotation_path(write_token_annotation)} if {
+	allowed
+	asserted_write_token != null
 }
 
 # JSONPatch paths are JSON pointers: "~" and "/" in a key are escaped.

@@ -65,7 +65,7 @@ message(state) := concat("", ["fencegate: ", explanation(state)])
 
 test_decision_has_every_field if {
 	d := decide(request("CREATE", {}), active, config)
-	object.keys(d) == {"allowed", "reasons", "warnings", "patch", "violations"}
+	object.keys(d) == {"allowed", "reason", "reasons", "warnings", "patch", "violations"}
 }
 
 # ---------------------------------------------------------------------------
@@ -201,7 +201,7 @@ test_dry_run_requests_get_the_same_decision if {
 test_other_kinds_are_admitted_untouched if {
 	req := request("CREATE", {"kind": {"group": "", "version": "v1", "kind": "ConfigMap"}})
 	d := decide(req, fence("fenced"), config)
-	d == {"allowed": true, "reasons": [], "warnings": [], "patch": [], "violations": []}
+	d == {"allowed": true, "reason": "", "reasons": [], "warnings": [], "patch": [], "violations": []}
 }
 
 # ---------------------------------------------------------------------------
@@ -296,4 +296,78 @@ test_marks_are_added_to_existing_annotations if {
 test_annotation_path_escapes_json_pointer_characters if {
 	admission.annotation_path("fencegate.dev/epoch") == "/metadata/annotations/fencegate.dev~1epoch"
 	admission.annotation_path("a~b/c") == "/metadata/annotations/a~0b~1c"
+}
+
+# ---------------------------------------------------------------------------
+# Write tokens: a gated write asserts the token it was decided under.
+
+asserting(token) := annotated({"fencegate.dev/write-token": token, "fencegate.dev/token": "1042", "fencegate.dev/epoch": "7"})
+
+remove_assertion := {"op": "remove", "path": "/metadata/annotations/fencegate.dev~1write-token"}
+
+test_a_current_write_token_is_admitted_and_removed if {
+	every token in ["1042", "1043"] {
+		d := decide(request("UPDATE", {"object": asserting(token)}), active, config)
+		d.allowed
+		d.reason == ""
+		d.patch == [remove_assertion]
+	}
+}
+
+test_a_stale_write_token_is_denied_even_on_the_holder if {
+	every operation in ["CREATE", "UPDATE"] {
+		d := decide(request(operation, {"object": asserting("1041")}), active, config)
+		not d.allowed
+		d.reason == "STALE_FENCING_TOKEN"
+		d.patch == []
+		count(d.reasons) == 1
+		contains(d.reasons[0], "STALE_FENCING_TOKEN")
+		contains(d.reasons[0], "fencing token 1041")
+		contains(d.reasons[0], "now at token 1042")
+	}
+}
+
+test_a_stale_write_token_on_a_fenced_cluster_gives_both_reasons if {
+	d := decide(request("UPDATE", {"object": asserting("7")}), fence("fenced"), config)
+	not d.allowed
+	d.reason == ""
+	count(d.reasons) == 2
+}
+
+test_a_stale_write_token_is_refused_whoever_is_exempt if {
+	d := decide(request("UPDATE", {"object": asserting("1041"), "userInfo": {"username": "root-admin", "groups": []}}), active, exempt_config)
+	not d.allowed
+	d.reason == "STALE_FENCING_TOKEN"
+}
+
+test_a_stale_write_token_only_warns_under_warn if {
+	d := decide(request("UPDATE", {"object": asserting("1041")}), active, object.union(config, {"enforcement": "warn"}))
+	d.allowed
+	some w in d.warnings
+	contains(w, "STALE_FENCING_TOKEN")
+	d.patch == [remove_assertion]
+}
+
+test_a_write_without_assertion_is_never_refused_for_its_token if {
+	# A kubectl edit after a failback sends back the stored, older token.
+	d := decide(request("UPDATE", {"object": annotated({"fencegate.dev/token": "7", "fencegate.dev/epoch": "7"})}), active, config)
+	d.allowed
+	d.reason == ""
+	{"op": "add", "path": "/metadata/annotations/fencegate.dev~1token", "value": "1042"} in d.patch
+}
+
+test_a_malformed_write_token_is_refused_whatever_the_fence if {
+	every token in ["", "abc", "-1", "1e3", "12345678901234567890"] {
+		every state in [active, fence("fenced")] {
+			d := decide(request("UPDATE", {"object": asserting(token)}), state, config)
+			not d.allowed
+			some r in d.reasons
+			contains(r, "annotation fencegate.dev/write-token is")
+		}
+	}
+}
+
+test_deletes_ignore_write_tokens if {
+	d := decide(request("DELETE", {"object": null, "oldObject": asserting("1")}), active, config)
+	d.allowed
 }

@@ -122,8 +122,14 @@ func (h admissionHandler) response(res engine.AdmissionResult, err error) *admis
 		if message == "" {
 			message = "fencegate: denied by data.fencegate.admission.decision, which gave no reason"
 		}
+		// A policy's own reason (STALE_FENCING_TOKEN) tells a writer what
+		// to do; the code stays 403, so that clients still see Forbidden.
+		reason := metav1.StatusReasonForbidden
+		if d.Reason != "" {
+			reason = metav1.StatusReason(d.Reason)
+		}
 		resp.Result = &metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: message,
+			Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: reason, Message: message,
 		}
 		return resp
 	}

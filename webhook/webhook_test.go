@@ -243,6 +243,73 @@ func checkDecision(t *testing.T, f *fixture, enforcement string, status fencesta
 	}
 }
 
+// TestWriteTokens: on the holder, a write that asserts the fence's token is
+// stamped and loses the assertion; one that asserts an older token is
+// refused on both endpoints with reason STALE_FENCING_TOKEN and a message
+// naming both tokens; an assertion that is no token is refused as such;
+// a write without one is stamped whatever fencegate.dev/token it sends.
+func TestWriteTokens(t *testing.T) {
+	f := newFixture(t, fixtureOptions{fence: &eastActive})
+	stamp := `{"op":"add","path":"/metadata/annotations/fencegate.dev~1epoch","value":"7"},{"op":"add","path":"/metadata/annotations/fencegate.dev~1token","value":"1042"}`
+	removeAssertion := `{"op":"remove","path":"/metadata/annotations/fencegate.dev~1write-token"}`
+	tests := map[string]struct {
+		annotations map[string]string
+		wantReason  string // "" when allowed
+		wantMessage []string
+		wantPatch   string
+	}{
+		"current token": {
+			annotations: map[string]string{"fencegate.dev/write-token": "1042"},
+			wantPatch:   "[" + stamp + "," + removeAssertion + "]",
+		},
+		"newer token": {
+			// A token the fence has not reached cannot come from an
+			// earlier hold; the authority's ordering is not this check's.
+			annotations: map[string]string{"fencegate.dev/write-token": "1043"},
+			wantPatch:   "[" + stamp + "," + removeAssertion + "]",
+		},
+		"stale token": {
+			annotations: map[string]string{"fencegate.dev/write-token": "1041"},
+			wantReason:  "STALE_FENCING_TOKEN",
+			wantMessage: []string{"STALE_FENCING_TOKEN", "fencing token 1041", "now at token 1042"},
+		},
+		"not a token": {
+			annotations: map[string]string{"fencegate.dev/write-token": "1042 "},
+			wantReason:  "Forbidden",
+			wantMessage: []string{`annotation fencegate.dev/write-token is "1042 "`},
+		},
+		"no assertion, old stored token": {
+			annotations: map[string]string{"fencegate.dev/token": "9"},
+			wantPatch:   "[" + stamp + "]",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			obj := enginetest.Component("billing", "default", tc.annotations)
+			body := enginetest.Review(t, engine.ReviewRequest{UID: "u", Operation: "UPDATE", Username: "alice", Object: obj, OldObject: obj})
+			for _, path := range []string{webhook.PathValidate, webhook.PathMutate} {
+				resp := f.review(t, path, body)
+				if resp.Allowed != (tc.wantReason == "") {
+					t.Fatalf("%s allowed = %v, want %v (%+v)", path, resp.Allowed, tc.wantReason == "", resp.Result)
+				}
+				if tc.wantReason != "" {
+					if resp.Result == nil || resp.Result.Code != http.StatusForbidden || string(resp.Result.Reason) != tc.wantReason {
+						t.Fatalf("%s status = %+v, want 403 %s", path, resp.Result, tc.wantReason)
+					}
+					for _, want := range tc.wantMessage {
+						if !strings.Contains(resp.Result.Message, want) {
+							t.Errorf("%s message %q does not say %q", path, resp.Result.Message, want)
+						}
+					}
+				}
+				if path == webhook.PathMutate && string(resp.Patch) != tc.wantPatch {
+					t.Errorf("mutate patch = %s, want %s", resp.Patch, tc.wantPatch)
+				}
+			}
+		})
+	}
+}
+
 func TestBadRequests(t *testing.T) {
 	f := newFixture(t, fixtureOptions{fence: &eastActive})
 	valid := enginetest.Review(t, engine.ReviewRequest{Operation: "CREATE", Object: enginetest.Component("billing", "default", nil)})
