@@ -381,6 +381,7 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 		holder      bool
 		refusal     func(*declareCall)
 		writeFails  bool
+		beforeFails bool // BeforeRelease (the hold's withdrawal) fails
 		wantRelease bool
 	}{
 		"holder told another cluster holds the fence": {
@@ -398,14 +399,33 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 		"fenced could not be written: no release": {
 			holder: true, refusal: fenced(testWest), writeFails: true, wantRelease: false,
 		},
+		"the hold could not be withdrawn: no release": {
+			holder: true, refusal: fenced(testWest), beforeFails: true, wantRelease: false,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			auth, client := newScriptedAuthority(t)
-			ta := newTestAgent(t, client, nil)
+			var ta *testAgent
+			var storeBefore atomic.Value
+			var befores atomic.Int32
+			ta = newTestAgent(t, client, func(o *Options) {
+				o.BeforeRelease = func(context.Context) error {
+					befores.Add(1)
+					last, _ := ta.store.last(testSelf.Name)
+					storeBefore.Store(last.Status)
+					if tc.beforeFails {
+						return errors.New("the API server does not answer")
+					}
+					return nil
+				}
+			})
 			ta.startManual(t)
 			var storeAtRelease atomic.Value
 			auth.setOnRelease(func(_ context.Context, req *fencev1.ReleaseFenceRequest) error {
+				if befores.Load() == 0 {
+					t.Error("released before BeforeRelease ran")
+				}
 				if req.GetClusterUid() != testSelf.UID || req.GetEpoch() != testSelf.Epoch || req.GetDomain() != DefaultDomain || req.GetInstance() != testInstance {
 					t.Errorf("release request = %v", req)
 				}
@@ -432,6 +452,9 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 			}
 			if tc.wantRelease && storeAtRelease.Load() != fencestate.Fenced {
 				t.Errorf("store held %v when the release was sent, want fenced", storeAtRelease.Load())
+			}
+			if (tc.wantRelease || tc.beforeFails) && storeBefore.Load() != fencestate.Fenced {
+				t.Errorf("store held %v when BeforeRelease ran, want fenced", storeBefore.Load())
 			}
 			if !tc.writeFails {
 				return

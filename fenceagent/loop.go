@@ -479,6 +479,11 @@ func (l *loop) released(err error) {
 func (l *loop) sendRelease(epoch uint64, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if before := l.c.opts.BeforeRelease; before != nil {
+		if err := before(ctx); err != nil {
+			return fmt.Errorf("before the release: %w", err)
+		}
+	}
 	_, err := l.c.opts.Client.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{
 		Domain:      l.c.opts.Domain,
 		ClusterName: l.c.opts.ClusterName,

@@ -1,6 +1,7 @@
 package fenceagent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -74,6 +75,14 @@ type Options struct {
 	// LeaseMargin is taken off every granted lease: being active is valid
 	// until send time + lease TTL − margin.
 	LeaseMargin time.Duration
+
+	// BeforeRelease, if set, runs before this instance gives its lease up,
+	// after the store took the state that stops it acting as holder: in
+	// fencegate run it withdraws the hold this instance's membership Lease
+	// publishes (package gate). When it fails, the lease is not released
+	// (a release is never needed for safety: the lease ends by itself),
+	// and the release is retried on the next CLUSTER_FENCED answer.
+	BeforeRelease func(ctx context.Context) error
 
 	// Clock is the source of time; nil means the real clock.
 	Clock clock.WithTicker

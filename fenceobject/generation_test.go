@@ -56,7 +56,7 @@ func (stateSource) Subscribe() <-chan struct{} { return nil }
 
 // testInstance is the Instance of k, its Lease not made yet.
 func testInstance(k *Keeper) *instance {
-	return &instance{k: k, lease: membership.NewLease(k.membership()), failing: map[string]bool{}}
+	return &instance{k: k, failing: map[string]bool{}}
 }
 
 // testKeeper is the Keeper of instance in domain, whose fence state is
@@ -67,12 +67,14 @@ func testKeeper(t *testing.T, c client.Client, domain, instance string, clk cloc
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Keeper{metrics: m, opts: Options{
+	k := &Keeper{metrics: m, opts: Options{
 		Client: c, Domain: domain, Namespace: "default", Instance: instance, FloorEpoch: 3,
 		Fence: stateSource{state},
 		Agent: agent, Authority: noPending{}, Policy: fixedPolicy{}, Marks: noMarks{},
 		LeaseDuration: membership.DefaultDuration, Clock: clk, Logger: logr.Discard(),
 	}}
+	k.member = &memberLease{lease: membership.NewLease(k.membership())}
+	return k
 }
 
 // TestClusterGenerationThroughTheFence: on a real API server, each

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
@@ -21,47 +22,89 @@ import (
 // Lease ends.
 const leaveTimeout = 2 * time.Second
 
+// holdPoll is the shortest wait between two looks at the agent's validity
+// while this instance publishes a hold, or retries one.
+const holdPoll = time.Second
+
 // instance is the state of one replica's Instance runnable; only its
 // goroutine uses it.
 type instance struct {
 	k *Keeper
-	// lease is this instance's Lease.
-	lease *membership.Lease
 	// applied is the entry last applied, to the Fence with UID appliedTo,
 	// which then had resourceVersion appliedVersion.
 	applied        *fencegatev1alpha1.FenceInstance
 	appliedTo      types.UID
 	appliedVersion string
+	// hold is the hold this instance's Lease carries, and refreshAt when
+	// it is to be written again if the agent's validity moved on.
+	hold      membership.Hold
+	refreshAt time.Time
+	// retryHold is set while the hold last asked for could not be written.
+	retryHold bool
 	// failing names what failed last, so that a failure is logged once
 	// until it heals.
 	failing map[string]bool
 }
 
 func (k *Keeper) runInstance(ctx context.Context) error {
+	o := k.opts
 	changes := k.opts.Fence.Subscribe()
 	events := notify.New()
 	if err := k.watch(ctx, &fencegatev1alpha1.Fence{}, events); err != nil {
 		return err
 	}
-	i := &instance{k: k, lease: membership.NewLease(k.membership()), failing: map[string]bool{}}
-	renew := k.opts.Clock.NewTicker(i.lease.RenewInterval())
+	i := &instance{k: k, failing: map[string]bool{}}
+	renew := k.opts.Clock.NewTicker(k.member.lease.RenewInterval())
 	defer renew.Stop()
 	// The Lease comes first: the leader then counts this instance before
 	// its entry says what it applies, and holds Enforced back until it
 	// does.
 	i.renewLease(ctx)
+	var refresh clock.Timer
 	for {
 		i.sync(ctx)
+		i.publishHold(ctx)
+		if refresh != nil {
+			refresh.Stop()
+			refresh = nil
+		}
+		var refreshed <-chan time.Time
+		if i.hold.Token != 0 || i.retryHold {
+			// At most every holdPoll: a validity that did not move (the
+			// authority does not answer) is looked at again then.
+			refresh = o.Clock.NewTimer(max(i.refreshAt.Sub(o.Clock.Now()), holdPoll))
+			refreshed = refresh.C()
+		}
 		select {
 		case <-ctx.Done():
 			i.leave()
 			return nil
 		case <-events:
 		case <-changes:
+		case <-refreshed:
 		case <-renew.C():
 			i.renewLease(ctx)
 		}
 	}
+}
+
+// publishHold makes this instance's Lease say what it holds (package gate
+// reads it): the fencing token and the end of the agent's validity while
+// the state is active, nothing otherwise. Heartbeats move the validity
+// without a change of state; the hold is written again once half of the
+// time it promised has passed, so that a reader sees it end only when the
+// agent's validity does.
+func (i *instance) publishHold(ctx context.Context) {
+	now := i.k.opts.Clock.Now()
+	hold, err := i.k.member.publish(ctx, i.k.opts.Fence, now, i.refreshAt)
+	i.retryHold = !i.report("publish this instance's hold", err)
+	switch {
+	case i.retryHold:
+		i.refreshAt = now
+	case hold != i.hold:
+		i.refreshAt = now.Add(hold.ValidUntil.Sub(now) / 2)
+	}
+	i.hold = hold
 }
 
 // sync brings this instance's entry in line with the fence state, and the
@@ -130,7 +173,7 @@ func hasEntry(f *fencegatev1alpha1.Fence, e fencegatev1alpha1.FenceInstance) boo
 // leader deleted it after it ended: this process stalled) has the entry
 // applied again, since the leader pruned it too.
 func (i *instance) renewLease(ctx context.Context) {
-	made, err := i.lease.Renew(ctx)
+	made, err := i.k.member.renew(ctx)
 	if i.report("keep this instance's Lease", err) && made {
 		i.applied = nil
 	}
@@ -148,7 +191,7 @@ func (i *instance) leave() {
 		err := i.k.applyStatus(ctx, &fencegatev1alpha1.ClusterFenceStatus{Instances: []fencegatev1alpha1.FenceInstance{}}, instanceFieldManager(o.Instance))
 		i.report("remove this instance's entry", err)
 	}
-	i.report("delete this instance's Lease", i.lease.Release(ctx))
+	i.report("delete this instance's Lease", i.k.member.release(ctx))
 }
 
 // report logs err once until what failed works again, and says whether it

@@ -17,6 +17,8 @@ import (
 type Keeper struct {
 	opts    Options
 	metrics *metrics
+	// member is this instance's membership Lease.
+	member *memberLease
 }
 
 // New checks opts and returns a Keeper.
@@ -29,7 +31,9 @@ func New(opts Options) (*Keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keeper{opts: opts, metrics: m}, nil
+	k := &Keeper{opts: opts, metrics: m}
+	k.member = &memberLease{lease: membership.NewLease(k.membership())}
+	return k, nil
 }
 
 // Runnables are the Keeper's runnables, for the manager: Instance and

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -415,6 +416,20 @@ type servedDomain struct {
 	// registerer labels the domain's metrics with its name.
 	registerer prometheus.Registerer
 	logger     logr.Logger
+	// keeper is the domain's Fence keeper once it is made (after the
+	// agent, which it takes): the agent withdraws the keeper's published
+	// hold before it releases its lease.
+	keeper *atomic.Pointer[fenceobject.Keeper]
+}
+
+// withdrawHold is the agent's BeforeRelease: it withdraws the hold that
+// this instance's membership Lease publishes. Before the keeper is made,
+// nothing was published.
+func (d servedDomain) withdrawHold(ctx context.Context) error {
+	if k := d.keeper.Load(); k != nil {
+		return k.WithdrawHold(ctx)
+	}
+	return nil
 }
 
 // newDomains makes the fence agent of every served domain, and returns
@@ -443,6 +458,7 @@ func (o *runOptions) newDomains(ctx context.Context, cfg *rest.Config, scheme *r
 			name:       name,
 			registerer: prometheus.WrapRegistererWith(prometheus.Labels{"domain": name}, ctrlmetrics.Registry),
 			logger:     logger.WithValues("domain", name),
+			keeper:     &atomic.Pointer[fenceobject.Keeper]{},
 		}
 		if d.agent, err = o.newAgent(ctx, api, identity, d, authority, eng); err != nil {
 			return nil, identity, err
@@ -462,6 +478,7 @@ func (o *runOptions) newAgent(ctx context.Context, api client.Client, identity f
 	opts.Writer = eng
 	opts.Logger = d.logger.WithName("fence")
 	opts.Registerer = d.registerer
+	opts.BeforeRelease = d.withdrawHold
 	fence, err := fenceobject.Ensure(ctx, api, api, d.name)
 	if err != nil {
 		return nil, err
@@ -569,6 +586,7 @@ func (o *runOptions) addFenceObject(mgr manager.Manager, d servedDomain, instanc
 	if err != nil {
 		return err
 	}
+	d.keeper.Store(keeper)
 	for _, r := range keeper.Runnables() {
 		if err := mgr.Add(r); err != nil {
 			return fmt.Errorf("add to the manager: %w", err)

@@ -4,6 +4,10 @@
 // leader lists them, deletes the ones that ended and counts the rest
 // (Sweep). The Fence's Enforced condition waits for every process that
 // runs, and for no process that stopped.
+//
+// While its process holds the fence, a member's Lease also says until when
+// (Hold): the proof of a live hold that package gate reads, which the
+// Fence's status, written on change and not on heartbeats, cannot give.
 package membership
 
 import (
@@ -12,7 +16,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,6 +33,51 @@ import (
 // LabelDomain labels each process's Lease with the fence domain it is a
 // member of, so that the leader lists the Leases of its domain only.
 const LabelDomain = "fencegate.dev/fence-domain"
+
+// The annotations of a member's Lease while its process holds the fence.
+const (
+	// AnnotationHoldToken is the fencing token the process holds the
+	// fence with, in decimal.
+	AnnotationHoldToken = "fencegate.dev/hold-token"
+	// AnnotationHoldValidUntil is when (RFC 3339, UTC) the process stops
+	// acting as holder unless the authority renews its lease first: its
+	// agent's end of validity, a lease margin before the authority may
+	// hand the fence to another cluster.
+	AnnotationHoldValidUntil = "fencegate.dev/hold-valid-until"
+)
+
+// Hold is what a member's Lease says of its process's hold of the fence.
+type Hold struct {
+	// Token is the fencing token the process holds the fence with.
+	Token int64
+	// ValidUntil is when its hold ends without a renewal by the authority.
+	ValidUntil time.Time
+}
+
+// HoldOf reads the hold a Lease carries; false when it carries none, or
+// annotations that are not one (a hold that cannot be read is no hold).
+func HoldOf(l *coordinationv1.Lease) (Hold, bool) {
+	token, err := strconv.ParseInt(l.Annotations[AnnotationHoldToken], 10, 64)
+	if err != nil || token <= 0 {
+		return Hold{}, false
+	}
+	until, err := time.Parse(time.RFC3339Nano, l.Annotations[AnnotationHoldValidUntil])
+	if err != nil {
+		return Hold{}, false
+	}
+	return Hold{Token: token, ValidUntil: until}, true
+}
+
+// annotations are h's annotations; none for the zero Hold.
+func (h Hold) annotations() map[string]string {
+	if h.Token == 0 {
+		return nil
+	}
+	return map[string]string{
+		AnnotationHoldToken:      strconv.FormatInt(h.Token, 10),
+		AnnotationHoldValidUntil: h.ValidUntil.UTC().Format(time.RFC3339Nano),
+	}
+}
 
 // DefaultDuration is how long a member's Lease lasts without renewal: a
 // process that is gone holds Enforced back no longer than that.
@@ -62,6 +113,8 @@ type Lease struct {
 	cfg Config
 	// lease is the Lease as last written; nil until made.
 	lease *coordinationv1.Lease
+	// hold is the hold the Lease is to carry; the zero Hold for none.
+	hold Hold
 }
 
 // NewLease returns this process's Lease, not made yet.
@@ -76,10 +129,35 @@ func (l *Lease) RenewInterval() time.Duration { return l.cfg.Duration / 3 }
 // stalled) is made anew; what the leader pruned with it (the process's entry
 // of the Fence status) is then to be written again.
 func (l *Lease) Renew(ctx context.Context) (made bool, err error) {
+	made, _, err = l.write(ctx)
+	return made, err
+}
+
+// SetHold writes the hold the Lease carries (the zero Hold: none) and
+// renews it. The error is set unless the API server has taken it: a hold
+// withdrawn is then known to be withdrawn.
+func (l *Lease) SetHold(ctx context.Context, h Hold) error {
+	l.hold = h
+	// A write that met someone else's first takes their version, and the
+	// second writes.
+	for range 2 {
+		_, written, err := l.write(ctx)
+		if err != nil || written {
+			return err
+		}
+	}
+	return fmt.Errorf("write the hold of Lease %s/%s: it changed under every write", l.cfg.Namespace, leaseName(l.cfg.Domain, l.cfg.Instance))
+}
+
+// write makes or renews the Lease with the hold it is to carry; written
+// says whether the API server took it (not when the Lease changed under it:
+// it then takes the Lease's version, and writes next time).
+func (l *Lease) write(ctx context.Context) (made, written bool, err error) {
 	c := l.cfg.Client
 	now := metav1.NewMicroTime(l.cfg.Clock.Now())
 	if l.lease != nil {
 		l.lease.Spec.RenewTime = &now
+		l.lease.Annotations = withHold(l.lease.Annotations, l.hold)
 		err := c.Update(ctx, l.lease)
 		if apierrors.IsConflict(err) {
 			// Someone else wrote it, or made it again (take its version
@@ -89,18 +167,21 @@ func (l *Lease) Renew(ctx context.Context) (made bool, err error) {
 			var fresh coordinationv1.Lease
 			if err = c.Get(ctx, client.ObjectKeyFromObject(l.lease), &fresh); err == nil {
 				l.lease.UID, l.lease.ResourceVersion = fresh.UID, fresh.ResourceVersion
-				return false, nil
+				return false, false, nil
 			}
 		}
 		switch {
 		case err == nil:
-			return false, nil
+			return false, true, nil
 		case !apierrors.IsNotFound(err):
-			return false, fmt.Errorf("renew the Lease %s/%s: %w", l.lease.Namespace, l.lease.Name, err)
+			return false, false, fmt.Errorf("renew the Lease %s/%s: %w", l.lease.Namespace, l.lease.Name, err)
 		}
 	}
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: l.cfg.Namespace, Name: leaseName(l.cfg.Domain, l.cfg.Instance), Labels: map[string]string{LabelDomain: l.cfg.Domain}},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: l.cfg.Namespace, Name: leaseName(l.cfg.Domain, l.cfg.Instance),
+			Labels: map[string]string{LabelDomain: l.cfg.Domain}, Annotations: l.hold.annotations(),
+		},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(l.cfg.Instance),
 			LeaseDurationSeconds: ptr.To(int32(l.cfg.Duration / time.Second)),
@@ -118,10 +199,25 @@ func (l *Lease) Renew(ctx context.Context) (made bool, err error) {
 		}
 	}
 	if err != nil {
-		return false, fmt.Errorf("make the Lease %s/%s: %w", lease.Namespace, lease.Name, err)
+		return false, false, fmt.Errorf("make the Lease %s/%s: %w", lease.Namespace, lease.Name, err)
 	}
 	l.lease = lease
-	return true, nil
+	return true, true, nil
+}
+
+// withHold is annotations with the hold annotations of h, and without them
+// for the zero Hold; the others stay.
+func withHold(annotations map[string]string, h Hold) map[string]string {
+	out := maps.Clone(annotations)
+	delete(out, AnnotationHoldToken)
+	delete(out, AnnotationHoldValidUntil)
+	for k, v := range h.annotations() {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // Release deletes the Lease, if it was made, so that the leader does not

@@ -134,3 +134,83 @@ func TestMembers(t *testing.T) {
 		t.Errorf("a's released Lease: %v, want it deleted", err)
 	}
 }
+
+// TestHolds: on a real API server, a Lease carries the hold set on it
+// through renewals and writes made under it by others, drops it when it is
+// withdrawn, and keeps the annotations that are not its own.
+func TestHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cp := cluster.StartForTest(t, cluster.Options{Name: "membership-holds"})
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	l := NewLease(Config{Client: cp.Client, Namespace: "default", Domain: "payments", Instance: "a", Duration: 15 * time.Second, Clock: clk})
+	key := client.ObjectKey{Namespace: "default", Name: leaseName("payments", "a")}
+	stored := func() (Hold, bool) {
+		t.Helper()
+		var got coordinationv1.Lease
+		if err := cp.Client.Get(ctx, key, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Annotations["team"] != "" && got.Annotations["team"] != "payments" {
+			t.Fatalf("another's annotation changed: %v", got.Annotations)
+		}
+		return HoldOf(&got)
+	}
+	hold := Hold{Token: 42, ValidUntil: clk.Now().Add(9 * time.Second)}
+	steps := []struct {
+		name   string
+		do     func() error
+		want   Hold
+		wantOK bool
+	}{
+		{"a hold set before the Lease is made", func() error { return l.SetHold(ctx, hold) }, hold, true},
+		{"kept by a renewal", func() error { _, err := l.Renew(ctx); return err }, hold, true},
+		{"written over another's write", func() error {
+			var other coordinationv1.Lease
+			if err := cp.Client.Get(ctx, key, &other); err != nil {
+				return err
+			}
+			other.Annotations["team"] = "payments"
+			if err := cp.Client.Update(ctx, &other); err != nil {
+				return err
+			}
+			hold.ValidUntil = hold.ValidUntil.Add(4 * time.Second)
+			return l.SetHold(ctx, hold)
+		}, Hold{Token: 42, ValidUntil: clk.Now().Add(13 * time.Second)}, true},
+		{"withdrawn", func() error { return l.SetHold(ctx, Hold{}) }, Hold{}, false},
+		{"still none after a renewal", func() error { _, err := l.Renew(ctx); return err }, Hold{}, false},
+	}
+	for _, step := range steps {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		got, ok := stored()
+		if ok != step.wantOK || got.Token != step.want.Token || !got.ValidUntil.Equal(step.want.ValidUntil) {
+			t.Errorf("%s: stored hold %+v (%t), want %+v (%t)", step.name, got, ok, step.want, step.wantOK)
+		}
+	}
+}
+
+func TestHoldOf(t *testing.T) {
+	until := "2030-01-02T03:04:05.5Z"
+	tests := map[string]struct {
+		annotations map[string]string
+		wantOK      bool
+	}{
+		"a hold":         {map[string]string{AnnotationHoldToken: "42", AnnotationHoldValidUntil: until}, true},
+		"no annotations": {nil, false},
+		"no end":         {map[string]string{AnnotationHoldToken: "42"}, false},
+		"no token":       {map[string]string{AnnotationHoldValidUntil: until}, false},
+		"a bad token":    {map[string]string{AnnotationHoldToken: "4x", AnnotationHoldValidUntil: until}, false},
+		"token zero":     {map[string]string{AnnotationHoldToken: "0", AnnotationHoldValidUntil: until}, false},
+		"a bad end":      {map[string]string{AnnotationHoldToken: "42", AnnotationHoldValidUntil: "soon"}, false},
+	}
+	for name, tc := range tests {
+		l := &coordinationv1.Lease{}
+		l.Annotations = tc.annotations
+		h, ok := HoldOf(l)
+		if ok != tc.wantOK || (ok && (h.Token != 42 || h.ValidUntil.Format(time.RFC3339Nano) != until)) {
+			t.Errorf("%s: HoldOf = %+v, %t; want ok %t", name, h, ok, tc.wantOK)
+		}
+	}
+}
