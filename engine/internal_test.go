@@ -281,6 +281,7 @@ func TestSnapshotOptimizations(t *testing.T) {
 			wantCache: true,
 			wantPaths: "input.request.kind.group input.request.kind.kind input.request.object.metadata.annotations.fencegate.dev/fenced " +
 				"input.request.object.metadata.annotations.fencegate.dev/fenced-by input.request.object.metadata.annotations.fencegate.dev/write-token " +
+				"input.request.object.metadata.finalizers input.request.oldObject.metadata.deletionTimestamp input.request.oldObject.metadata.finalizers " +
 				"input.request.operation input.request.subResource",
 		},
 		"non-deterministic": {

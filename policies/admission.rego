@@ -87,15 +87,32 @@ exempt if {
 	some _ in exemptions
 }
 
+# An update of a Component being deleted that adds no finalizer: the local
+# teardown a delete starts (an actuator removing its finalizer once it tore
+# down this cluster's copy), admitted as the delete itself is. (Its spec is
+# not compared: a Component being deleted acts no more, and a decision
+# keyed on specs would be remembered once per spec.)
+finalizing if {
+	component
+	input.request.operation == "UPDATE"
+	object.get(input.request.oldObject, ["metadata", "deletionTimestamp"], null) != null
+	old_finalizers := object.get(input.request.oldObject, ["metadata", "finalizers"], [])
+	every f in object.get(input.request.object, ["metadata", "finalizers"], []) {
+		f in old_finalizers
+	}
+}
+
 # ---------------------------------------------------------------------------
 # The fence rule.
 
 # A create or update that this cluster may not make on its own: it does not
-# hold the fence (fencegate's controller may still write status).
+# hold the fence (fencegate's controller may still write status, and a
+# deleted Component's finalizers may go).
 not_permitted if {
 	creates_or_updates
 	not ownership.holds
 	not controller_status_update
+	not finalizing
 }
 
 # ... and nothing exempts it.

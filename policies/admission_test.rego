@@ -164,6 +164,35 @@ test_not_holding_admits_deletes_with_a_warning if {
 	}
 }
 
+deleting(finalizers, spec) := object.union(plain, {
+	"metadata": {"name": "billing", "namespace": "default", "deletionTimestamp": "2030-01-02T03:04:05Z", "finalizers": finalizers},
+	"spec": spec,
+})
+
+test_not_holding_admits_the_removal_of_a_deleted_components_finalizers if {
+	every status in not_holding {
+		old := deleting(["example.dev/helm", "example.dev/other"], {"enabled": true})
+		d := decide(request("UPDATE", {"oldObject": old, "object": deleting(["example.dev/other"], {"enabled": true})}), fence(status), config)
+		d.allowed
+		d.reasons == []
+	}
+}
+
+test_not_holding_denies_other_changes_of_a_deleted_component if {
+	old := deleting(["example.dev/helm"], {"enabled": true})
+	changes := {
+		"a finalizer added": deleting(["example.dev/helm", "example.dev/more"], {"enabled": true}),
+	}
+	every _, object in changes {
+		d := decide(request("UPDATE", {"oldObject": old, "object": object}), fence("fenced"), config)
+		not d.allowed
+	}
+
+	# Nor is a finalizer-only update of a Component not being deleted.
+	live := object.union(plain, {"metadata": {"name": "billing", "namespace": "default", "finalizers": ["example.dev/helm"]}})
+	not decide(request("UPDATE", {"oldObject": live, "object": plain}), fence("fenced"), config).allowed
+}
+
 test_controller_status_updates_are_always_admitted if {
 	every status in not_holding {
 		d := decide(

@@ -1,0 +1,154 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencegate/fencegate/domain"
+)
+
+// Client wraps c so that its writes of the gated kinds (the kinds of
+// gated, pointers to registered types) obey the fence of each object's
+// domain:
+//   - while this cluster does not hold it, creates, updates, patches and
+//     deletes fail with a *FencedError (errors.Is(err, ErrFenced));
+//   - a write made under a gated reconcile's context runs under that
+//     reconcile's hold: it fails once the hold changed, and is cancelled in
+//     flight when the cluster stops holding;
+//   - creates, updates and patches computed from the object (merge,
+//     strategic merge, apply) assert the hold's token in
+//     WriteTokenAnnotation, which fencegate's webhook checks and removes.
+//
+// Reads, and writes of other kinds, pass through.
+func (g *Gate) Client(c client.Client, gated ...client.Object) (client.Client, error) {
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, obj := range gated {
+		gvk, err := g.gvkOf(obj)
+		if err != nil {
+			return nil, err
+		}
+		kinds[gvk] = true
+	}
+	return &gatedClient{Client: c, g: g, kinds: kinds}, nil
+}
+
+type gatedClient struct {
+	client.Client
+	g     *Gate
+	kinds map[schema.GroupVersionKind]bool
+}
+
+// guard runs write for obj under the fence: at once when obj is not of a
+// gated kind; else under the reconcile's hold (or, outside a reconcile,
+// the domain's hold now), with the token asserted when stamp is set.
+func (c *gatedClient) guard(ctx context.Context, obj client.Object, stamp bool, write func(context.Context) error) error {
+	gvk, err := c.g.gvkOf(obj)
+	if err != nil || !c.kinds[gvk] {
+		return write(ctx)
+	}
+	if LocalOnly(ctx) && obj.GetDeletionTimestamp() != nil {
+		// The teardown of a deleted object on a cluster that does not
+		// hold its fence: its finalizer may go (the webhook admits that),
+		// with no token to assert.
+		return write(ctx)
+	}
+	hc, inReconcile := holdFrom(ctx)
+	var done func()
+	if !inReconcile {
+		d, err := c.g.DomainOf(ctx, obj.GetNamespace(), obj.GetLabels()[domain.Label])
+		if err != nil {
+			return err
+		}
+		var h Hold
+		var held context.Context
+		h, held, done = c.g.begin(ctx, d)
+		defer done()
+		if !h.Holding {
+			return &FencedError{Hold: h}
+		}
+		ctx = held
+		hc, _ = holdFrom(held)
+	}
+	if err := context.Cause(hc); err != nil && errors.Is(err, ErrFenced) {
+		return err
+	}
+	if stamp {
+		annotations := obj.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[WriteTokenAnnotation] = strconv.FormatInt(hc.hold.Token, 10)
+		obj.SetAnnotations(annotations)
+	}
+	err = write(ctx)
+	if cause := context.Cause(hc); err != nil && errors.Is(cause, ErrFenced) {
+		return fmt.Errorf("%w (the write was cancelled: %w)", cause, err)
+	}
+	return err
+}
+
+func (c *gatedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	return c.guard(ctx, obj, true, func(ctx context.Context) error { return c.Client.Create(ctx, obj, opts...) })
+}
+
+func (c *gatedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	return c.guard(ctx, obj, true, func(ctx context.Context) error { return c.Client.Update(ctx, obj, opts...) })
+}
+
+// Patch asserts the token when the patch's data is computed from the
+// object (client.MergeFrom, client.Merge, client.Apply): the data is
+// computed once, after the annotation is set. A patch that does not carry
+// the annotation then (client.RawPatch, a JSON patch) is sent as it is,
+// gated but without the assertion.
+func (c *gatedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	return c.guard(ctx, obj, true, func(ctx context.Context) error {
+		data, err := patch.Data(obj)
+		if err != nil {
+			return fmt.Errorf("gate: compute the patch: %w", err)
+		}
+		return c.Client.Patch(ctx, obj, client.RawPatch(patch.Type(), data), opts...)
+	})
+}
+
+func (c *gatedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	return c.guard(ctx, obj, false, func(ctx context.Context) error { return c.Client.Delete(ctx, obj, opts...) })
+}
+
+// DeleteAllOf of a gated kind is refused: its objects may span domains.
+func (c *gatedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	if gvk, err := c.g.gvkOf(obj); err == nil && c.kinds[gvk] {
+		return fmt.Errorf("gate: DeleteAllOf %s is not gated (its objects may be in several fence domains): delete them one by one", gvk.Kind)
+	}
+	return c.Client.DeleteAllOf(ctx, obj, opts...)
+}
+
+func (c *gatedClient) Status() client.SubResourceWriter { return c.SubResource("status") }
+
+func (c *gatedClient) SubResource(name string) client.SubResourceClient {
+	return &gatedSubResource{SubResourceClient: c.Client.SubResource(name), c: c}
+}
+
+// gatedSubResource gates the writes of a subresource (status) like those
+// of the object; they assert no token, since a subresource write does not
+// change the object's annotations.
+type gatedSubResource struct {
+	client.SubResourceClient
+	c *gatedClient
+}
+
+func (s *gatedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	return s.c.guard(ctx, obj, false, func(ctx context.Context) error { return s.SubResourceClient.Create(ctx, obj, sub, opts...) })
+}
+
+func (s *gatedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	return s.c.guard(ctx, obj, false, func(ctx context.Context) error { return s.SubResourceClient.Update(ctx, obj, opts...) })
+}
+
+func (s *gatedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	return s.c.guard(ctx, obj, false, func(ctx context.Context) error { return s.SubResourceClient.Patch(ctx, obj, patch, opts...) })
+}

@@ -1,0 +1,31 @@
+// Package gate keeps a controller-runtime operator from acting while its
+// cluster does not hold the fence of an object's domain: the cold-standby
+// behaviour, without a hand-written fence.
+//
+// A Gate reads the fence without asking the authority: the domain's Fence
+// object, through the manager's cache, and the membership Leases of
+// fencegate's replicas, which prove a live hold (package
+// fenceobject/membership). The Fence's status is written on change, not on
+// heartbeats: were every fencegate pod to die, it would go on saying
+// Holding while the authority hands the fence to another cluster once the
+// lease ends. So the Gate believes a hold only until the latest end of
+// validity that a replica's Lease publishes for the Fence's token, less
+// Options.ClockSkew; past it, the state is unknown. fencegate withdraws
+// the hold from its Lease before it releases the fence.
+//
+// What the Gate offers:
+//   - Reconciler wraps a reconciler: while the cluster does not hold the
+//     fence of the object's domain, Reconcile is not called; the object
+//     gets the SourceConflict condition (when its type has conditions) and
+//     is requeued without rate-limit penalty. A deletion is handed to the
+//     reconciler flagged LocalOnly, to tear down local state only.
+//   - Source re-enqueues every object of a kind on each transition of its
+//     domain.
+//   - Client gates writes: on a gated kind, creates, updates, patches and
+//     deletes fail with ErrFenced while the cluster does not hold the
+//     fence; those in flight when it stops holding are cancelled; and each
+//     asserts the fencing token its reconcile began under, in the
+//     request-only annotation fencegate.dev/write-token, which fencegate's
+//     webhook checks: a write decided under an older token than the
+//     fence's is refused (IsStaleToken), wherever it lands.
+package gate

@@ -1,0 +1,151 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/domain"
+	"github.com/fencegate/fencegate/internal/ssa"
+)
+
+// FieldManager is the field manager under which the Gate applies the
+// SourceConflict condition. It applies without force: a condition another
+// manager owns (fencegate's own controller marks Components) is left as it
+// is.
+const FieldManager = "fencegate-gate"
+
+// Reconciler wraps r, the reconciler of objects like obj (a pointer to a
+// registered type):
+//   - while this cluster does not hold the fence of an object's domain (or
+//     the Gate cannot prove a live hold), r is not called; the object gets
+//     the SourceConflict condition when its type has status.conditions,
+//     and is requeued after Options.Requeue without rate-limit penalty
+//     (Source re-enqueues it at the next transition);
+//   - a deletion (an object gone, or being deleted) on such a cluster is
+//     handed to r with LocalOnly(ctx) true;
+//   - while it holds the fence, r runs under a context that ends when the
+//     hold changes or ends, which the writes of Client carry.
+func (g *Gate) Reconciler(obj client.Object, r reconcile.Reconciler) reconcile.Reconciler {
+	return &gated{g: g, proto: obj, inner: r, conditions: hasConditions(obj)}
+}
+
+type gated struct {
+	g          *Gate
+	proto      client.Object
+	inner      reconcile.Reconciler
+	conditions bool
+}
+
+func (r *gated) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	g := r.g
+	if err := g.waitSynced(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	obj := r.proto.DeepCopyObject().(client.Object)
+	err := g.client.Get(ctx, req.NamespacedName, obj)
+	gone := apierrors.IsNotFound(err)
+	if err != nil && !gone {
+		return reconcile.Result{}, fmt.Errorf("gate: read %s: %w", req.NamespacedName, err)
+	}
+	label := ""
+	if !gone {
+		label = obj.GetLabels()[domain.Label]
+	}
+	d, err := g.DomainOf(ctx, req.Namespace, label)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	h, held, done := g.begin(ctx, d)
+	defer done()
+	switch {
+	case h.Holding:
+		return r.inner.Reconcile(held, req)
+	case gone || obj.GetDeletionTimestamp() != nil:
+		return r.inner.Reconcile(withLocalOnly(ctx), req)
+	}
+	if r.conditions {
+		r.markConflict(ctx, obj, h)
+	}
+	return reconcile.Result{RequeueAfter: g.opts.Requeue}, nil
+}
+
+// markConflict applies SourceConflict=True with the fence's reason and
+// message, unless the object already says so. A failure (another manager
+// owns the condition, a conflict) leaves it: the reconcile is held back
+// either way.
+func (r *gated) markConflict(ctx context.Context, obj client.Object, h Hold) {
+	want := metav1.Condition{
+		Type: fencegatev1alpha1.ConditionSourceConflict, Status: metav1.ConditionTrue,
+		Reason: h.Reason, Message: h.Message, ObservedGeneration: obj.GetGeneration(),
+	}
+	if want.Reason == "" {
+		want.Reason = fencegatev1alpha1.ReasonFenceUnknown
+	}
+	if c := meta.FindStatusCondition(conditionsOf(obj), want.Type); c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
+		return
+	}
+	gvk, err := r.g.gvkOf(obj)
+	if err != nil {
+		r.g.log.Error(err, "mark SourceConflict", "object", client.ObjectKeyFromObject(obj))
+		return
+	}
+	want.LastTransitionTime = metav1.NewTime(r.g.opts.Clock.Now())
+	status := map[string]any{"conditions": []any{map[string]any{
+		"type": want.Type, "status": string(want.Status), "reason": want.Reason, "message": want.Message,
+		"observedGeneration": want.ObservedGeneration, "lastTransitionTime": want.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z"),
+	}}}
+	cfg, err := ssa.StatusConfiguration(gvk, client.ObjectKeyFromObject(obj), status)
+	if err == nil {
+		err = r.g.client.Status().Apply(ctx, cfg, client.FieldOwner(FieldManager))
+	}
+	if err != nil {
+		r.g.log.V(1).Info("SourceConflict not marked", "object", client.ObjectKeyFromObject(obj), "kind", gvk.Kind, "error", err.Error())
+	}
+}
+
+// hasConditions says whether obj's type has status.conditions of
+// metav1.Condition.
+func hasConditions(obj client.Object) bool {
+	t := reflect.TypeOf(obj)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	status, ok := t.FieldByName("Status")
+	if !ok || status.Type.Kind() != reflect.Struct {
+		return false
+	}
+	c, ok := status.Type.FieldByName("Conditions")
+	return ok && c.Type == reflect.TypeOf([]metav1.Condition(nil))
+}
+
+// conditionsOf is obj's status.conditions; hasConditions(obj) holds.
+func conditionsOf(obj client.Object) []metav1.Condition {
+	v := reflect.ValueOf(obj)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	c, _ := v.FieldByName("Status").FieldByName("Conditions").Interface().([]metav1.Condition)
+	return c
+}
+
+// gvkOf is obj's kind in the Gate's scheme.
+func (g *Gate) gvkOf(obj client.Object) (schema.GroupVersionKind, error) {
+	gvk, err := apiutil.GVKForObject(obj, g.scheme)
+	if err != nil {
+		return gvk, fmt.Errorf("gate: the kind of %T: %w", obj, err)
+	}
+	return gvk, nil
+}
