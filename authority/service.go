@@ -143,7 +143,7 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 		result, err = s.store.Declare(ctx, domain, d, actor(ctx))
 	}
 	if err != nil {
-		st := s.failure("declare", err)
+		var st error
 		var stepErr *statemachine.EpochStepError
 		var bindingErr *statemachine.BindingError
 		var restoredErr *statemachine.RestoredError
@@ -156,6 +156,9 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 				"cluster", bindingErr.Declared, "domain", domain, "uid", bindingErr.UID, "boundCluster", bindingErr.Bound)
 		case errors.As(err, &restoredErr):
 			st = restoredRefusal(domain, d, restoredErr)
+		default:
+			// Only what is not a refusal is a failure of the store.
+			st = s.failure("declare", err)
 		}
 		s.metrics.declarations.WithLabelValues(resultLabel(st)).Inc()
 		return nil, st

@@ -93,9 +93,18 @@ func TestClusterGeneration(t *testing.T) {
 			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 4), g1), now: time.Second,
 			want: Acquiring, wantGen: g3, wantPrevGn: g2,
 		},
-		"a copy's takeover is granted once the holder's leases ended": {
+		"a copy's takeover is granted once the holder's leases ended; the copy's generations go on from the one it presented": {
 			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 4), g1), now: ttl + time.Second,
-			want: Granted, wantGen: uint64(at(ttl + time.Second)), wantPrevGn: g3,
+			want: Granted, wantGen: uint64(at(ttl + time.Second)), wantPrevGn: g1,
+		},
+		"the previous generation never moves the generation on: a process whose answer was lost is not stranded": {
+			state: generations(holdingEast(), g2, g1, 0), decl: withGeneration(declare(east, 3), g1), now: time.Minute,
+			want: Renewed, wantGen: g2, wantPrevGn: g1,
+		},
+		"a grant to a process that presents the previous generation moves nothing either": {
+			state: State{Holder: holding(west, 4, 0), Clusters: generations(State{Clusters: seen(map[Identity]uint64{east: 3, west: 4})}, g2, g1, 0).Clusters},
+			decl:  withGeneration(declare(east, 5), g1), now: time.Minute / 2,
+			want: Granted, wantGen: g2, wantPrevGn: g1,
 		},
 		"a lower epoch is a regression, whatever the generation": {
 			state: generations(holdingEast(), g3, g2, 0), decl: withGeneration(declare(east, 2), g1), now: time.Second,

@@ -330,14 +330,29 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 	}
 	granted := answer.Outcome == Granted
 	if answer.Outcome != Regressed {
-		if d.Generation != 0 && (d.Generation == record.Generation || d.Generation == record.PreviousGeneration) {
-			record.PresentsGeneration = true
-		}
 		// The generation moves on when the cluster is granted the fence,
 		// which is when a backup of it starts to matter, and every period
 		// while it declares, so that a backup is told apart within two
 		// periods; it is never moved by a declaration that changes nothing.
-		if record.Generation == 0 || granted || at-record.GenerationAt >= UnixNano(m.generationPeriod()) {
+		// Only a process that knows the current generation moves it on:
+		// one whose last answer was lost still presents the previous one,
+		// and moving on past it again would strand it, and every process
+		// of the cluster whose answers were lost with it, as a restored copy.
+		due := granted || at-record.GenerationAt >= UnixNano(m.generationPeriod())
+		movesOn := record.Generation == 0 || due && record.presentsCurrent(d.Generation)
+		if d.Generation != 0 && (d.Generation == record.Generation || d.Generation == record.PreviousGeneration) {
+			record.PresentsGeneration = true
+		}
+		switch {
+		case granted && copyTakeover:
+			// The copy that takes the fence over is the cluster from
+			// now on: its generations go on, the other copy's are told
+			// apart. What it presented stays accepted until it hears of
+			// the new one, so that a lost answer to its grant does not
+			// strand it.
+			record.rotateGeneration(at, &next.LastGeneration)
+			record.PreviousGeneration = d.Generation
+		case movesOn:
 			record.rotateGeneration(at, &next.LastGeneration)
 		}
 		next.Clusters[d.Cluster.UID] = record

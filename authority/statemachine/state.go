@@ -388,6 +388,16 @@ func (c Cluster) acceptsGeneration(g uint64) bool {
 	}
 }
 
+// presentsCurrent reports whether a process presenting g knows the
+// cluster's current generation: it presents it, or it presents none while
+// the cluster's processes present none (clients that know no generations).
+func (c Cluster) presentsCurrent(g uint64) bool {
+	if g == 0 {
+		return !c.PresentsGeneration
+	}
+	return g == c.Generation
+}
+
 // rotateGeneration issues a new generation at time at: the time itself,
 // so that generations never repeat, not even after the record is
 // forgotten and made anew, or one above the last the domain issued

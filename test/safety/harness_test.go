@@ -144,9 +144,17 @@ type run struct {
 	awaited func() bool
 	// copyHeld is set once a pod of a restored copy was granted the fence.
 	copyHeld atomic.Bool
+	// held is set, by cluster, once one of its pods was granted the fence.
+	held []atomic.Bool
 	// background runs the steps that outlast their start: partitions and
 	// terminating pods.
 	background sync.WaitGroup
+	// evaluating admits one admission evaluation at a time, whatever the
+	// number of pods: the agents and the authority (in production on
+	// other machines) keep the other core. Without it, a history with
+	// many pods spends both cores on the policies under the race detector,
+	// and every declaration misses its deadline for as long as it runs.
+	evaluating chan struct{}
 	// rolling serializes the rollouts of each cluster.
 	rolling []sync.Mutex
 
@@ -176,10 +184,12 @@ func (p *pod) instance() string { return strings.ReplaceAll(p.name, "/", "-") }
 func newRun(t *testing.T, srv *lab, sched schedule, bodies []review, wrap writerWrap) *run {
 	r := &run{
 		t: t, srv: srv, sched: sched, wrap: wrap,
-		ending:  make(chan struct{}),
-		rolling: make([]sync.Mutex, len(clusterNames)),
-		serving: make([][]*pod, len(clusterNames)),
-		counter: make([]int, len(clusterNames)),
+		ending:     make(chan struct{}),
+		evaluating: make(chan struct{}, 1),
+		rolling:    make([]sync.Mutex, len(clusterNames)),
+		serving:    make([][]*pod, len(clusterNames)),
+		counter:    make([]int, len(clusterNames)),
+		held:       make([]atomic.Bool, len(clusterNames)),
 
 		epochs:      make([][]uint64, len(clusterNames)),
 		generations: make([][]uint64, len(clusterNames)),
@@ -366,17 +376,23 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 }
 
 // admit sends admission requests to p's engine until ctx ends, a little
-// apart so that the agents keep their share of the two cores, and records
-// every one that is admitted.
+// apart and one evaluation of the run at a time so that the agents keep
+// their share of the two cores, and records every one that is admitted.
 func (r *run) admit(ctx context.Context, p *pod) {
 	var admitted []Admission
 	denied := 0
 	for ctx.Err() == nil {
 		d := rand.IntN(len(r.domains))
 		b := r.bodies[d][rand.IntN(len(r.bodies[d]))]
+		select {
+		case r.evaluating <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
 		start := r.since()
 		res, err := p.engine.Admit(ctx, b.body)
 		end := r.since()
+		<-r.evaluating
 		switch {
 		case errors.Is(err, engine.ErrNotReady), err != nil && ctx.Err() != nil:
 		case err != nil:
@@ -554,8 +570,12 @@ func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 		return nil
 	}
 	w.last = s
-	if w.pod.restored && s.Status == fencestate.Active {
+	switch {
+	case s.Status != fencestate.Active:
+	case w.pod.restored:
 		w.run.copyHeld.Store(true)
+	default:
+		w.run.held[w.pod.cluster].Store(true)
 	}
 	what := fmt.Sprintf("%s wrote %s", w.pod.name, s.Status)
 	if len(w.run.domains) > 1 {
