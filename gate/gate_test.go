@@ -36,7 +36,7 @@ const namespace = "fencegate"
 // lab is a real API server, a manager with a Gate on a fake clock, and
 // what fencegate would write: the Fences and the replicas' Leases.
 type lab struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	cp    *cluster.ControlPlane
 	clock *clocktesting.FakeClock
@@ -44,7 +44,7 @@ type lab struct {
 	mgr   ctrl.Manager
 }
 
-func newLab(t *testing.T, register func(*lab)) *lab {
+func newLab(t testing.TB, register func(*lab)) *lab {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -60,7 +60,7 @@ func newLab(t *testing.T, register func(*lab)) *lab {
 		}
 	}
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-		Scheme: cp.Scheme, Logger: testr.New(t), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Scheme: cp.Scheme, Logger: testr.NewWithInterface(t, testr.Options{}), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 	})
 	if err != nil {
 		t.Fatal(err)
