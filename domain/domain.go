@@ -14,9 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
+	"github.com/fencegate/fencegate/internal/cachepeek"
 )
 
 // Label is the label of a Component, or of a namespace for the Components
@@ -93,29 +95,41 @@ func Served(def string, others []string) ([]string, error) {
 	return served, nil
 }
 
-// NamespaceLabels reads the namespaces' domain labels through a reader,
-// the manager's cache in production.
+// NamespaceLabels reads the namespaces' domain labels, from the manager's
+// cache in production: it asks for one on every admission and gated
+// reconcile, so it reads the cached Namespace without copying it.
 type NamespaceLabels struct {
-	Reader client.Reader
-	// Live, when set, is asked when Reader does not know the namespace: a
-	// namespace made a moment ago may not be in the cache yet, and its
-	// objects must not be taken for the default domain's meanwhile.
-	Live client.Reader
+	namespaces *cachepeek.Peeker
+	live       client.Reader
+}
+
+// NewNamespaceLabels reads the namespaces through reader, from the stores
+// of informers when set (reader's own informers: the manager's cache is
+// both). live, when set, is asked when reader does not know the namespace:
+// a namespace made a moment ago may not be in the cache yet, and its
+// objects must not be taken for the default domain's meanwhile.
+func NewNamespaceLabels(informers cache.Informers, reader, live client.Reader) NamespaceLabels {
+	return NamespaceLabels{namespaces: cachepeek.New(informers, reader, &corev1.Namespace{}), live: live}
 }
 
 // DomainLabel returns the Label of namespace; "" when the namespace is
 // not known.
 func (n NamespaceLabels) DomainLabel(ctx context.Context, namespace string) (string, error) {
-	var ns corev1.Namespace
-	err := n.Reader.Get(ctx, client.ObjectKey{Name: namespace}, &ns)
-	if apierrors.IsNotFound(err) && n.Live != nil {
-		err = n.Live.Get(ctx, client.ObjectKey{Name: namespace}, &ns)
+	ns, found, err := n.namespaces.Get(ctx, client.ObjectKey{Name: namespace})
+	if err == nil && !found && n.live != nil {
+		var live corev1.Namespace
+		switch err = n.live.Get(ctx, client.ObjectKey{Name: namespace}, &live); {
+		case apierrors.IsNotFound(err):
+			err = nil
+		case err == nil:
+			ns, found = &live, true
+		}
 	}
 	switch {
-	case apierrors.IsNotFound(err):
-		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("read namespace %s: %w", namespace, err)
+	case !found:
+		return "", nil
 	}
-	return ns.Labels[Label], nil
+	return ns.GetLabels()[Label], nil
 }

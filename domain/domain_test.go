@@ -100,7 +100,7 @@ func TestNamespaceLabels(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{domain.Label: "payments"}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain", Labels: map[string]string{"team": "a"}}},
 	).Build()
-	n := domain.NamespaceLabels{Reader: reader}
+	n := domain.NewNamespaceLabels(nil, reader, nil)
 	for ns, want := range map[string]string{"shop": "payments", "plain": "", "missing": ""} {
 		got, err := n.DomainLabel(context.Background(), ns)
 		if err != nil || got != want {
@@ -108,11 +108,11 @@ func TestNamespaceLabels(t *testing.T) {
 		}
 	}
 	// A namespace the cache does not know yet is read live.
-	live := domain.NamespaceLabels{Reader: fake.NewClientBuilder().Build(), Live: reader}
+	live := domain.NewNamespaceLabels(nil, fake.NewClientBuilder().Build(), reader)
 	if got, err := live.DomainLabel(context.Background(), "shop"); err != nil || got != "payments" {
 		t.Errorf("DomainLabel(shop) missing from the cache = %q, %v; want payments, read live", got, err)
 	}
-	broken := domain.NamespaceLabels{Reader: fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build()}
+	broken := domain.NewNamespaceLabels(nil, fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build(), nil)
 	if _, err := broken.DomainLabel(context.Background(), "shop"); err == nil || !strings.Contains(err.Error(), "read namespace shop") {
 		t.Errorf("DomainLabel without the Namespace type = %v; want an error naming the namespace", err)
 	}

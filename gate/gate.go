@@ -147,7 +147,7 @@ func New(mgr manager.Manager, opts Options) (*Gate, error) {
 		client:   mgr.GetClient(),
 		fences:   mgr.GetCache(),
 		leases:   leases,
-		domains:  domain.Resolver{Default: opts.Domain, Namespaces: domain.NamespaceLabels{Reader: mgr.GetCache(), Live: mgr.GetAPIReader()}},
+		domains:  domain.Resolver{Default: opts.Domain, Namespaces: domain.NewNamespaceLabels(mgr.GetCache(), mgr.GetCache(), mgr.GetAPIReader())},
 		scheme:   mgr.GetScheme(),
 		log:      log,
 		events:   notify.New(),

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,6 +14,7 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/domain"
+	"github.com/fencegate/fencegate/internal/cachepeek"
 	"github.com/fencegate/fencegate/internal/ssa"
 )
 
@@ -36,12 +36,16 @@ const FieldManager = "fencegate-gate"
 //   - while it holds the fence, r runs under a context that ends when the
 //     hold changes or ends, which the writes of Client carry.
 func (g *Gate) Reconciler(obj client.Object, r reconcile.Reconciler) reconcile.Reconciler {
-	return &gated{g: g, proto: obj, inner: r, conditions: hasConditions(obj)}
+	return &gated{g: g, proto: obj, objects: cachepeek.New(g.fences, g.client, obj), inner: r, conditions: hasConditions(obj)}
 }
 
 type gated struct {
-	g          *Gate
-	proto      client.Object
+	g     *Gate
+	proto client.Object
+	// objects reads the reconciled objects from the manager's cache
+	// without copying them: the gate reads their labels and deletion
+	// only, and the reconciler reads them again.
+	objects    *cachepeek.Peeker
 	inner      reconcile.Reconciler
 	conditions bool
 }
@@ -51,14 +55,12 @@ func (r *gated) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if err := g.waitSynced(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
-	obj := r.proto.DeepCopyObject().(client.Object)
-	err := g.client.Get(ctx, req.NamespacedName, obj)
-	gone := apierrors.IsNotFound(err)
-	if err != nil && !gone {
+	obj, found, err := r.objects.Get(ctx, req.NamespacedName)
+	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("gate: read %s: %w", req.NamespacedName, err)
 	}
-	label := ""
-	if !gone {
+	gone, label := !found, ""
+	if found {
 		label = obj.GetLabels()[domain.Label]
 	}
 	d, err := g.DomainOf(ctx, req.Namespace, label)
@@ -74,16 +76,21 @@ func (r *gated) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		return r.inner.Reconcile(withLocalOnly(ctx), req)
 	}
 	if r.conditions {
-		r.markConflict(ctx, obj, h)
+		r.markConflict(ctx, req.NamespacedName, h)
 	}
 	return reconcile.Result{RequeueAfter: g.opts.Requeue}, nil
 }
 
 // markConflict applies SourceConflict=True with the fence's reason and
-// message, unless the object already says so. A failure (another manager
-// owns the condition, a conflict) leaves it: the reconcile is held back
-// either way.
-func (r *gated) markConflict(ctx context.Context, obj client.Object, h Hold) {
+// message to the object at key, unless it already says so. A failure
+// (another manager owns the condition, a conflict) leaves it: the
+// reconcile is held back either way.
+func (r *gated) markConflict(ctx context.Context, key client.ObjectKey, h Hold) {
+	obj := r.proto.DeepCopyObject().(client.Object)
+	if err := r.g.client.Get(ctx, key, obj); err != nil {
+		r.g.log.V(1).Info("SourceConflict not marked", "object", key, "error", err.Error())
+		return
+	}
 	want := metav1.Condition{
 		Type: fencegatev1alpha1.ConditionSourceConflict, Status: metav1.ConditionTrue,
 		Reason: h.Reason, Message: h.Message, ObservedGeneration: obj.GetGeneration(),

@@ -342,7 +342,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		PolicyDir:  o.policyDir,
 		ConfigFile: o.configFile,
 		Domains:    served,
-		Namespaces: domain.NamespaceLabels{Reader: mgr.GetCache(), Live: mgr.GetAPIReader()},
+		Namespaces: domain.NewNamespaceLabels(mgr.GetCache(), mgr.GetCache(), mgr.GetAPIReader()),
 		Logger:     logger.WithName("engine"),
 		Registerer: ctrlmetrics.Registry,
 	})
