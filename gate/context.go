@@ -39,7 +39,17 @@ func (g *Gate) begin(ctx context.Context, d string) (Hold, context.Context, func
 	inner, cancel := context.WithCancelCause(ctx)
 	hc := &holdContext{hold: h, cancel: cancel}
 	hc.Context = context.WithValue(inner, holdKey{}, hc)
-	hc.timer = g.opts.Clock.AfterFunc(h.Until.Sub(g.opts.Clock.Now()), func() { cancel(fencedError(g.expired(hc.currentHold()))) })
+	hc.timer = g.opts.Clock.AfterFunc(h.Until.Sub(g.opts.Clock.Now()), func() {
+		// A clock may call this with a lock of its own held (a fake
+		// clock's Step does), which reading it or extend's Reset would
+		// wait for: decide elsewhere. A renewal may have moved the end
+		// since the timer fired.
+		go func() {
+			if h := g.expired(hc.currentHold()); !h.Holding {
+				cancel(fencedError(h))
+			}
+		}()
+	})
 	if g.inflight[d] == nil {
 		g.inflight[d] = map[*holdContext]struct{}{}
 	}
