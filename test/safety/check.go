@@ -35,6 +35,9 @@ type Admission struct {
 	Status     fencestate.Status
 	Holder     string
 	FenceToken uint64
+	// Asserted is the write token the write asserted: the token of the
+	// hold a gated writer decided it under; 0 for none.
+	Asserted uint64
 }
 
 // uid is the UID of the pod's cluster, which a copy shares with the
@@ -68,6 +71,9 @@ const (
 	// RuleTokenRegressed: a cluster admitted with an older token after it
 	// had admitted with a newer one.
 	RuleTokenRegressed = "token-went-back"
+	// RuleLateCommit: a write decided under an older token than the fence
+	// state it was admitted with: a late commit the policies must refuse.
+	RuleLateCommit = "late-commit-admitted"
 )
 
 // Violation is one broken rule, with the admissions that show it.
@@ -96,6 +102,9 @@ type Report struct {
 	// holder was still running when the new holder's first one began.
 	// That is allowed (see Check) and shows how close handovers come.
 	InFlight int
+	// Asserted counts the admissions of writes that asserted the token
+	// they were decided under (the late commits admitted).
+	Asserted int
 	// Violations are the broken rules; empty when the history is safe.
 	Violations []Violation
 }
@@ -121,6 +130,7 @@ func Check(admissions []Admission) Report {
 		r.Tokens += one.Tokens
 		r.Handovers += one.Handovers
 		r.InFlight += one.InFlight
+		r.Asserted += one.Asserted
 		for _, v := range one.Violations {
 			if d != "" {
 				v.Detail = "domain " + d + ": " + v.Detail
@@ -172,6 +182,12 @@ func checkDomain(admissions []Admission) Report {
 	}
 	groups := map[uint64]*group{}
 	for _, a := range admissions {
+		if a.Asserted != 0 {
+			r.Asserted++
+		}
+		if a.Asserted != 0 && a.Asserted < a.FenceToken {
+			add(RuleLateCommit, "%s was decided under token %d and admitted with the fence at token %d", a, a.Asserted, a.FenceToken)
+		}
 		switch {
 		case a.FenceDomain != a.Domain:
 			add(RuleOtherDomain, "%s of domain %q was decided by the fence of domain %q", a, a.Domain, a.FenceDomain)

@@ -37,6 +37,10 @@ func TestCheck(t *testing.T) {
 	stampDiffers.FenceToken = 11
 	otherDomain := in("payments", admitted("east/1", 10, 0, 1))
 	otherDomain.FenceDomain = "search"
+	lateCommit := admitted("east/1", 30, 4, 5)
+	lateCommit.Asserted = 10
+	onTime := admitted("east/1", 30, 4, 5)
+	onTime.Asserted = 30
 
 	tests := map[string]struct {
 		admissions []Admission
@@ -45,6 +49,13 @@ func TestCheck(t *testing.T) {
 		inFlight   int
 	}{
 		"nothing admitted": {},
+		"a write decided under an earlier hold of the same cluster is admitted": {
+			admissions: []Admission{admitted("east/1", 10, 0, 1), lateCommit},
+			want:       []string{RuleLateCommit},
+		},
+		"a write decided under the token still current": {
+			admissions: []Admission{admitted("east/1", 30, 0, 1), onTime},
+		},
 		"one holder": {
 			admissions: []Admission{admitted("east/1", 10, 0, 1), admitted("east/2", 10, 0.5, 2), admitted("east/1", 10, 3, 4)},
 		},

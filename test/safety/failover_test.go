@@ -91,7 +91,7 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, events, denied, multi, manyDomains, restored, toCopies := 0, 0, 0, 0, 0, 0, 0
+	steps, events, denied, stale, multi, manyDomains, restored, toCopies := 0, 0, 0, 0, 0, 0, 0, 0
 	kinds := map[stepKind]int{}
 	began := time.Now()
 	for i, seed := range list {
@@ -102,6 +102,8 @@ func TestRandomizedFailover(t *testing.T) {
 		total.Tokens += r.Tokens
 		total.Handovers += r.Handovers
 		total.InFlight += r.InFlight
+		total.Asserted += r.Asserted
+		stale += h.Stale
 		steps += len(sched.steps)
 		for _, st := range sched.steps {
 			kinds[st.kind]++
@@ -133,9 +135,10 @@ func TestRandomizedFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d histories (%d of them with several pods per cluster, %d with several domains) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
+		"%d late commits admitted under the token they were decided under and %d refused as stale, "+
 		"%d schedule steps (%d raises, %d in-place failovers, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster and %d failed over to), %d events",
 		len(list), multi, manyDomains, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
-		steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
+		total.Asserted, stale, steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

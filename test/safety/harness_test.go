@@ -30,6 +30,10 @@ import (
 // into.
 const tokenAnnotation = "fencegate.dev/token"
 
+// writeTokenAnnotation is the annotation a gated write asserts the token it
+// was decided under in.
+const writeTokenAnnotation = "fencegate.dev/write-token"
+
 // review is an AdmissionReview body that the pods are asked to admit, with
 // the token annotation its object already carries: the policy leaves an
 // annotation that already has the right value alone.
@@ -117,6 +121,11 @@ type pod struct {
 	mu         sync.Mutex
 	admissions []Admission
 	denied     int
+	// stale counts the late commits denied as stale.
+	stale int
+	// tokens are the fence tokens p admitted under (asserting none), by
+	// domain, in order: what its gated writers decided under.
+	tokens [][]uint64
 }
 
 // writerWrap is a test-only change to what the agents write, used to show
@@ -294,7 +303,7 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	r.counter[c]++
 	p := &pod{
 		name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c],
-		epochs: epochs, agents: make([]*fenceagent.ClusterFence, len(r.domains)),
+		epochs: epochs, agents: make([]*fenceagent.ClusterFence, len(r.domains)), tokens: make([][]uint64, len(r.domains)),
 	}
 	p.actor, p.restored = p.uid, b != nil
 	generations := slices.Clone(r.generations[c])
@@ -368,6 +377,7 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	for range 2 {
 		workers.Go(func() { r.admit(serveCtx, p) })
 	}
+	workers.Go(func() { r.commitLate(serveCtx, p) })
 	p.stopServing = sync.OnceFunc(func() {
 		stopServing()
 		workers.Wait()
@@ -376,43 +386,115 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 }
 
 // admit sends admission requests to p's engine until ctx ends, a little
-// apart and one evaluation of the run at a time so that the agents keep
-// their share of the two cores, and records every one that is admitted.
+// apart, and records every one that is admitted.
 func (r *run) admit(ctx context.Context, p *pod) {
-	var admitted []Admission
-	denied := 0
 	for ctx.Err() == nil {
 		d := rand.IntN(len(r.domains))
 		b := r.bodies[d][rand.IntN(len(r.bodies[d]))]
-		select {
-		case r.evaluating <- struct{}{}:
-		case <-ctx.Done():
-			continue
-		}
-		start := r.since()
-		res, err := p.engine.Admit(ctx, b.body)
-		end := r.since()
-		<-r.evaluating
-		switch {
-		case errors.Is(err, engine.ErrNotReady), err != nil && ctx.Err() != nil:
-		case err != nil:
-			r.t.Errorf("%s: Admit: %v", p.name, err)
+		if !r.evaluate(ctx, p, d, b, 0) {
 			return
-		case res.Decision.Allowed:
-			admitted = append(admitted, Admission{
-				Pod: p.name, Cluster: p.actor, Domain: r.domains[d], FenceDomain: res.Fence.Domain, Start: start, End: end,
-				Token:  enginetest.StampedToken(res.Decision.Patch, b.token),
-				Status: res.Fence.Status, Holder: res.Fence.Holder.UID, FenceToken: res.Fence.Token,
-			})
-		default:
-			denied++
 		}
 		time.Sleep(time.Duration(rand.IntN(1500)) * time.Microsecond)
 	}
+}
+
+// commitLate is the nemesis of late commits: until ctx ends, a gated
+// writer of p decides a write under one of the tokens p admitted with, and
+// the write reaches the API server (the engine) up to two leases later,
+// asserting that token; by then the fence may have moved on, and even
+// come back to p's cluster. The policies must refuse it unless the token
+// is still the fence's.
+func (r *run) commitLate(ctx context.Context, p *pod) {
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
+		d := rand.IntN(len(r.domains))
+		p.mu.Lock()
+		var token uint64
+		if seen := p.tokens[d]; len(seen) > 0 {
+			token = seen[rand.IntN(len(seen))]
+		}
+		p.mu.Unlock()
+		if token == 0 {
+			continue
+		}
+		b := r.bodies[d][rand.IntN(len(r.bodies[d]))]
+		b.body = withWriteToken(r.t, b.body, token)
+		select {
+		case <-time.After(time.Duration(rand.Int64N(int64(2 * leaseTTL)))):
+		case <-ctx.Done():
+			return
+		}
+		if !r.evaluate(ctx, p, d, b, token) {
+			return
+		}
+	}
+}
+
+// evaluate asks p's engine to admit b, a review of domain d's object that
+// asserts write token asserted (0 for none), one evaluation of the run at
+// a time so that the agents keep their share of the two cores, and records
+// the outcome. It returns false once p can admit no more.
+func (r *run) evaluate(ctx context.Context, p *pod, d int, b review, asserted uint64) bool {
+	select {
+	case r.evaluating <- struct{}{}:
+	case <-ctx.Done():
+		return true
+	}
+	start := r.since()
+	res, err := p.engine.Admit(ctx, b.body)
+	end := r.since()
+	<-r.evaluating
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.admissions = append(p.admissions, admitted...)
-	p.denied += denied
+	switch {
+	case errors.Is(err, engine.ErrNotReady), err != nil && ctx.Err() != nil:
+	case err != nil:
+		r.t.Errorf("%s: Admit: %v", p.name, err)
+		return false
+	case res.Decision.Allowed:
+		p.admissions = append(p.admissions, Admission{
+			Pod: p.name, Cluster: p.actor, Domain: r.domains[d], FenceDomain: res.Fence.Domain, Start: start, End: end,
+			Token:  enginetest.StampedToken(res.Decision.Patch, b.token),
+			Status: res.Fence.Status, Holder: res.Fence.Holder.UID, FenceToken: res.Fence.Token, Asserted: asserted,
+		})
+		if seen := p.tokens[d]; asserted == 0 && (len(seen) == 0 || seen[len(seen)-1] != res.Fence.Token) {
+			p.tokens[d] = append(seen, res.Fence.Token)
+		}
+	case asserted != 0 && res.Decision.Reason == staleReason:
+		p.denied++
+		p.stale++
+	default:
+		p.denied++
+	}
+	return true
+}
+
+// staleReason is the reason of the denial of a write decided under an
+// older fencing token than the fence's.
+const staleReason = "STALE_FENCING_TOKEN"
+
+// withWriteToken is body, an AdmissionReview, whose object asserts write
+// token token (fencegate.dev/write-token), as a gated writer's does.
+func withWriteToken(t testing.TB, body []byte, token uint64) []byte {
+	t.Helper()
+	var review map[string]any
+	if err := json.Unmarshal(body, &review); err != nil {
+		t.Fatalf("decode a review: %v", err)
+	}
+	request, _ := review["request"].(map[string]any)
+	obj, _ := request["object"].(map[string]any)
+	meta, _ := obj["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+		meta["annotations"] = annotations
+	}
+	annotations[writeTokenAnnotation] = strconv.FormatUint(token, 10)
+	out, err := json.Marshal(review)
+	if err != nil {
+		t.Fatalf("encode a review: %v", err)
+	}
+	return out
 }
 
 // rollout replaces a cluster's pods with pods at a new epoch of one
@@ -540,6 +622,7 @@ func (r *run) stop() History {
 	for _, p := range pods {
 		h.Admissions = append(h.Admissions, p.admissions...)
 		h.Denied += p.denied
+		h.Stale += p.stale
 	}
 	r.mu.Lock()
 	h.Events = r.events

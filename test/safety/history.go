@@ -27,6 +27,9 @@ type History struct {
 	Admissions []Admission
 	// Denied counts the creates and updates that were refused.
 	Denied int
+	// Stale counts the late commits (writes decided under an earlier
+	// token) refused as stale.
+	Stale int
 }
 
 // Write prints h in time order, compactly: each event on a line, and each

@@ -2,6 +2,7 @@ package safety
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,31 @@ func TestOneReleaseForEveryPod(t *testing.T) {
 				t.Error(unsafe(sched, h, r, "a scripted schedule"))
 			}
 		})
+	}
+}
+
+// TestLateCommitsAreRefusedAfterAFailback: east's pods keep running while
+// the fence goes to west and comes back to them (in-place failovers, as
+// fencegate failover does), and their gated writers' late commits assert
+// tokens of every hold east had. Those decided under the first hold reach
+// east's engines while east holds the fence again, with a newer token:
+// they are refused as stale, and none is admitted.
+func TestLateCommitsAreRefusedAfterAFailback(t *testing.T) {
+	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL}, 1)
+	sched := scripted(1,
+		step{at: time.Second, kind: failover, cluster: 1, epoch: 3},
+		step{at: 4 * time.Second, kind: failover, cluster: 0, epoch: 4})
+	sched.end += 2 * leaseTTL
+	r := newRun(t, srv, sched, reviews(t), nil)
+	h := r.play()
+	checked := Check(h.Admissions)
+	if len(checked.Violations) > 0 {
+		t.Fatal(unsafe(sched, h, checked, "a scripted schedule"))
+	}
+	t.Logf("%d admitted, %d handovers, %d late commits admitted under their token, %d refused as stale", checked.Admissions, checked.Handovers, checked.Asserted, h.Stale)
+	if checked.Handovers < 2 || h.Stale == 0 {
+		var b strings.Builder
+		h.Write(&b)
+		t.Errorf("%d handovers and %d late commits refused as stale: want the fence back on east and stale writes refused there\n%s", checked.Handovers, h.Stale, b.String())
 	}
 }
