@@ -27,6 +27,9 @@ type Peeker struct {
 	// for caches whose informers have no single store (a cache over
 	// several namespaces), reads go through reader, which copies.
 	store atomic.Pointer[toolscache.Store]
+	// storeless is set once the informer proved to have no store, so that
+	// no read asks for it again.
+	storeless atomic.Bool
 }
 
 // New reads objects like proto (a pointer to a registered type) from the
@@ -50,11 +53,7 @@ func (p *Peeker) Get(ctx context.Context, key client.ObjectKey) (metav1.Object, 
 		}
 		return obj, true, nil
 	}
-	k := key.Name
-	if key.Namespace != "" {
-		k = key.Namespace + "/" + key.Name
-	}
-	item, exists, err := store.GetByKey(k)
+	item, exists, err := store.GetByKey(toolscache.NewObjectName(key.Namespace, key.Name).String())
 	if err != nil || !exists {
 		return nil, false, err
 	}
@@ -71,7 +70,7 @@ func (p *Peeker) storeOf(ctx context.Context) toolscache.Store {
 	if s := p.store.Load(); s != nil {
 		return *s
 	}
-	if p.informers == nil {
+	if p.informers == nil || p.storeless.Load() {
 		return nil
 	}
 	inf, err := p.informers.GetInformer(ctx, p.proto, cache.BlockUntilSynced(false))
@@ -80,6 +79,7 @@ func (p *Peeker) storeOf(ctx context.Context) toolscache.Store {
 	}
 	withStore, ok := inf.(interface{ GetStore() toolscache.Store })
 	if !ok {
+		p.storeless.Store(true)
 		return nil
 	}
 	s := withStore.GetStore()
