@@ -2,10 +2,13 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,8 +23,8 @@ import (
 //   - a write made under a gated reconcile's context runs under that
 //     reconcile's hold: it fails once the hold changed, and is cancelled in
 //     flight when the cluster stops holding;
-//   - creates, updates and patches computed from the object (merge,
-//     strategic merge, apply) assert the hold's token in
+//   - creates, updates, server-side applies and patches computed from the
+//     object (merge, strategic merge, apply) assert the hold's token in
 //     WriteTokenAnnotation, which fencegate's webhook checks and removes.
 //
 // Reads, and writes of other kinds, pass through.
@@ -115,6 +118,16 @@ func (c *gatedClient) Patch(ctx context.Context, obj client.Object, patch client
 	})
 }
 
+// Apply gates a server-side apply like a patch computed from the object:
+// the applied configuration asserts the token.
+func (c *gatedClient) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	a, err := appliedObject(ac)
+	if err != nil {
+		return err
+	}
+	return c.guard(ctx, a.obj, true, func(ctx context.Context) error { return a.answer(c.Client.Apply(ctx, a.config, opts...)) })
+}
+
 func (c *gatedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	return c.guard(ctx, obj, false, func(ctx context.Context) error { return c.Client.Delete(ctx, obj, opts...) })
 }
@@ -149,6 +162,57 @@ func (s *gatedSubResource) Update(ctx context.Context, obj client.Object, opts .
 	return s.c.guard(ctx, obj, false, func(ctx context.Context) error { return s.SubResourceClient.Update(ctx, obj, opts...) })
 }
 
+func (s *gatedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	a, err := appliedObject(ac)
+	if err != nil {
+		return err
+	}
+	return s.c.guard(ctx, a.obj, false, func(ctx context.Context) error {
+		return a.answer(s.SubResourceClient.Apply(ctx, a.config, opts...))
+	})
+}
+
 func (s *gatedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	return s.c.guard(ctx, obj, false, func(ctx context.Context) error { return s.SubResourceClient.Patch(ctx, obj, patch, opts...) })
+}
+
+// applied is a server-side apply as the gate handles it: obj is what the
+// gate reads the kind, namespace, labels and deletion of, and stamps;
+// config is what is sent; answer copies the API server's answer into the
+// caller's configuration once the apply returned err.
+type applied struct {
+	obj    client.Object
+	config runtime.ApplyConfiguration
+	answer func(err error) error
+}
+
+// appliedObject reads ac for the gate. An unstructured configuration
+// (client.ApplyConfigurationFromUnstructured) is an object already; a
+// typed one is read through its JSON, which is sent instead, and the
+// answer is copied back into it.
+func appliedObject(ac runtime.ApplyConfiguration) (applied, error) {
+	if obj, ok := ac.(client.Object); ok {
+		return applied{obj: obj, config: ac, answer: func(err error) error { return err }}, nil
+	}
+	data, err := json.Marshal(ac)
+	u := &unstructured.Unstructured{}
+	if err == nil {
+		err = u.UnmarshalJSON(data)
+	}
+	if err != nil {
+		return applied{}, fmt.Errorf("gate: read the applied configuration %T: %w", ac, err)
+	}
+	return applied{obj: u, config: client.ApplyConfigurationFromUnstructured(u), answer: func(err error) error {
+		if err != nil {
+			return err
+		}
+		answer, err := u.MarshalJSON()
+		if err == nil {
+			err = json.Unmarshal(answer, ac)
+		}
+		if err != nil {
+			return fmt.Errorf("gate: copy the apply's answer into %T: %w", ac, err)
+		}
+		return nil
+	}}, nil
 }

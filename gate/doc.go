@@ -16,16 +16,18 @@
 // What the Gate offers:
 //   - Reconciler wraps a reconciler: while the cluster does not hold the
 //     fence of the object's domain, Reconcile is not called; the object
-//     gets the SourceConflict condition (when its type has conditions) and
-//     is requeued without rate-limit penalty. A deletion is handed to the
+//     gets the SourceConflict condition (when its type has conditions; a
+//     Component's is fencegate's controller's to set) and is requeued without rate-limit penalty. A deletion is handed to the
 //     reconciler flagged LocalOnly, to tear down local state only.
 //   - Source re-enqueues every object of a kind on each transition of its
 //     domain.
-//   - Client gates writes: on a gated kind, creates, updates, patches and
-//     deletes fail with ErrFenced while the cluster does not hold the
+//   - Client gates writes: on a gated kind, creates, updates, patches,
+//     server-side applies and deletes fail with ErrFenced while the cluster does not hold the
 //     fence; those in flight when it stops holding are cancelled; and each
 //     asserts the fencing token its reconcile began under, in the
 //     request-only annotation fencegate.dev/write-token, which fencegate's
 //     webhook checks: a write decided under an older token than the
 //     fence's is refused (IsStaleToken), wherever it lands.
+//   - RESTConfig binds the client of an SDK that makes its own (Helm's) to
+//     one reconcile: its writes stop with that reconcile's hold.
 package gate

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
@@ -48,7 +50,12 @@ func newLab(t testing.TB, register func(*lab)) *lab {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	cp := cluster.StartForTest(t, cluster.Options{Name: "gate"})
+	root, err := cluster.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := cluster.StartForTest(t, cluster.Options{Name: "gate", CRDs: []string{filepath.Join(root, "config", "crd"), filepath.Join("testdata", "widgets.yaml")}})
+	addWidgets(cp.Scheme)
 	l := &lab{t: t, ctx: ctx, cp: cp, clock: clocktesting.NewFakeClock(time.Now())}
 	for _, ns := range []string{namespace, "shop"} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
@@ -88,6 +95,17 @@ func newLab(t testing.TB, register func(*lab)) *lab {
 // Holding condition.
 func (l *lab) fence(d, state string, token int64) {
 	l.t.Helper()
+	holding := metav1.Condition{Type: fencegatev1alpha1.ConditionHolding, Status: metav1.ConditionTrue, Reason: fencegatev1alpha1.ReasonFenceHeld, Message: "this cluster holds the fence"}
+	if state != "active" {
+		holding.Status, holding.Reason, holding.Message = metav1.ConditionFalse, fencegatev1alpha1.ReasonClusterFenced, `cluster "west" holds the fence at epoch 8`
+	}
+	l.fenceHolding(d, state, token, holding)
+}
+
+// fenceHolding writes domain d's Fence with state, token and the Holding
+// condition given.
+func (l *lab) fenceHolding(d, state string, token int64, holding metav1.Condition) {
+	l.t.Helper()
 	f := &fencegatev1alpha1.Fence{}
 	err := l.cp.Client.Get(l.ctx, client.ObjectKey{Name: d}, f)
 	if apierrors.IsNotFound(err) {
@@ -96,10 +114,6 @@ func (l *lab) fence(d, state string, token int64) {
 	}
 	if err != nil {
 		l.t.Fatal(err)
-	}
-	holding := metav1.Condition{Type: fencegatev1alpha1.ConditionHolding, Status: metav1.ConditionTrue, Reason: fencegatev1alpha1.ReasonFenceHeld, Message: "this cluster holds the fence"}
-	if state != "active" {
-		holding.Status, holding.Reason, holding.Message = metav1.ConditionFalse, fencegatev1alpha1.ReasonClusterFenced, `cluster "west" holds the fence at epoch 8`
 	}
 	f.Status.State, f.Status.Token = state, token
 	f.Status.Cluster = &fencegatev1alpha1.FenceCluster{Name: "east", Epoch: 7}
@@ -229,13 +243,17 @@ func component(name, ns string) *fencegatev1alpha1.Component {
 
 // TestReconcilerHoldsBackAFencedCluster: while the cluster does not hold
 // the fence of an object's domain, the reconciler is not called, the
-// object says why in SourceConflict and is requeued without penalty; a
+// object says why in SourceConflict (unless fencegate's controller does:
+// a Component) and is requeued without penalty; a
 // deletion is handed over flagged LocalOnly; once it holds, the reconciler
 // runs.
 func TestReconcilerHoldsBackAFencedCluster(t *testing.T) {
 	inner := &countingReconciler{}
-	var r reconcile.Reconciler
-	l := newLab(t, func(l *lab) { r = l.gate.Reconciler(&fencegatev1alpha1.Component{}, inner) })
+	var r, widgets reconcile.Reconciler
+	l := newLab(t, func(l *lab) {
+		r = l.gate.Reconciler(&fencegatev1alpha1.Component{}, inner)
+		widgets = l.gate.Reconciler(&Widget{}, &countingReconciler{})
+	})
 	l.fence("default", "fenced", 43)
 	l.fence("payments", "active", 50)
 	l.lease("payments", "a", 50, l.clock.Now().Add(time.Hour))
@@ -270,11 +288,31 @@ func TestReconcilerHoldsBackAFencedCluster(t *testing.T) {
 	if got := inner.called(); len(got) != 1 || got[0] != (call{"cart", false}) {
 		t.Fatalf("reconciler called %+v, want cart alone (domain payments is held, default fenced)", got)
 	}
+	// fencegate's controller marks Components: the Gate leaves them be.
 	var billing fencegatev1alpha1.Component
 	if err := l.cp.Client.Get(l.ctx, client.ObjectKey{Namespace: "default", Name: "billing"}, &billing); err != nil {
 		t.Fatal(err)
 	}
-	c := meta.FindStatusCondition(billing.Status.Conditions, fencegatev1alpha1.ConditionSourceConflict)
+	if len(billing.Status.Conditions) != 0 {
+		t.Errorf("the Gate wrote a Component's conditions %+v; fencegate's controller marks Components", billing.Status.Conditions)
+	}
+	// An operator's own kind with conditions gets SourceConflict.
+	gizmo := &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gizmo"}}
+	if err := l.cp.Client.Create(l.ctx, gizmo); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(l.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		if _, err := widgets.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "gizmo"}}); err != nil {
+			return false, err
+		}
+		if err := l.cp.Client.Get(ctx, client.ObjectKeyFromObject(gizmo), gizmo); err != nil {
+			return false, err
+		}
+		return len(gizmo.Status.Conditions) > 0, nil
+	}); err != nil {
+		t.Fatalf("the widget was never marked: %v", err)
+	}
+	c := meta.FindStatusCondition(gizmo.Status.Conditions, fencegatev1alpha1.ConditionSourceConflict)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != fencegatev1alpha1.ReasonClusterFenced || c.Message != `cluster "west" holds the fence at epoch 8` {
 		t.Errorf("SourceConflict = %+v, want True with the Fence's reason and message", c)
 	}
@@ -351,6 +389,13 @@ func TestClientGatesWrites(t *testing.T) {
 	if got := patched.Annotations[gate.WriteTokenAnnotation]; got != "44" {
 		t.Errorf("the patch asserted token %q, want 44", got)
 	}
+	applied := appliedComponent("billing", "default")
+	if err := c.Apply(l.ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner("lab")); err != nil {
+		t.Fatal(err)
+	}
+	if got := applied.GetAnnotations()[gate.WriteTokenAnnotation]; got != "44" {
+		t.Errorf("the server-side apply asserted token %q, want 44", got)
+	}
 
 	l.fence("default", "fenced", 45)
 	l.await("default", notHolding(fencegatev1alpha1.ReasonClusterFenced), "fenced")
@@ -360,6 +405,12 @@ func TestClientGatesWrites(t *testing.T) {
 		"patch":  func() error { return c.Patch(l.ctx, patched, client.MergeFrom(&stored)) },
 		"delete": func() error { return c.Delete(l.ctx, patched) },
 		"status": func() error { return c.Status().Update(l.ctx, patched) },
+		"apply": func() error {
+			return c.Apply(l.ctx, client.ApplyConfigurationFromUnstructured(appliedComponent("billing", "default")), client.FieldOwner("lab"))
+		},
+		"status apply": func() error {
+			return c.Status().Apply(l.ctx, client.ApplyConfigurationFromUnstructured(appliedComponent("billing", "default")), client.FieldOwner("lab"))
+		},
 	}
 	for name, write := range writes {
 		if err := write(); !errors.Is(err, gate.ErrFenced) {
@@ -373,6 +424,18 @@ func TestClientGatesWrites(t *testing.T) {
 	if err := c.Create(l.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}}); err != nil {
 		t.Errorf("a ConfigMap while fenced: %v", err)
 	}
+}
+
+// appliedComponent is what a server-side apply of Component ns/name
+// declares: a label of its own.
+func appliedComponent(name, ns string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(fencegatev1alpha1.GroupVersion.String())
+	u.SetKind("Component")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetLabels(map[string]string{"applied": "true"})
+	return u
 }
 
 // TestSourceReenqueuesTheDomainOnTransitions: each transition of a domain

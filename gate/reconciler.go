@@ -28,15 +28,25 @@ const FieldManager = "fencegate-gate"
 // registered type):
 //   - while this cluster does not hold the fence of an object's domain (or
 //     the Gate cannot prove a live hold), r is not called; the object gets
-//     the SourceConflict condition when its type has status.conditions,
-//     and is requeued after Options.Requeue without rate-limit penalty
+//     the SourceConflict condition when its type has status.conditions
+//     (but a Component, which fencegate's controller marks itself), and
+//     is requeued after Options.Requeue without rate-limit penalty
 //     (Source re-enqueues it at the next transition);
 //   - a deletion (an object gone, or being deleted) on such a cluster is
 //     handed to r with LocalOnly(ctx) true;
 //   - while it holds the fence, r runs under a context that ends when the
 //     hold changes or ends, which the writes of Client carry.
 func (g *Gate) Reconciler(obj client.Object, r reconcile.Reconciler) reconcile.Reconciler {
-	return &gated{g: g, proto: obj, objects: cachepeek.New(g.fences, g.client, obj), inner: r, conditions: hasConditions(obj)}
+	return &gated{g: g, proto: obj, objects: cachepeek.New(g.fences, g.client, obj), inner: r, conditions: hasConditions(obj) && !markedByFencegate(obj)}
+}
+
+// markedByFencegate says whether fencegate's own controller sets obj's
+// SourceConflict condition: it does for Components, from the policies,
+// and its webhook admits no one else's status writes on a fenced cluster,
+// so the Gate's would be refused writes of a cluster that must not write.
+func markedByFencegate(obj client.Object) bool {
+	_, ok := obj.(*fencegatev1alpha1.Component)
+	return ok
 }
 
 type gated struct {

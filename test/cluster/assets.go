@@ -19,7 +19,7 @@ func ModuleRoot() (string, error) {
 	}
 	for {
 		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(bytes.TrimSpace(firstModuleLine(mod)), []byte("module "+modulePath)) {
+		if err == nil && bytes.Equal(firstModuleLine(mod), []byte("module "+modulePath)) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)

@@ -48,6 +48,9 @@ type Options struct {
 	// the control plane starts from it, as a cluster restored from a backup
 	// does, instead of from an empty etcd.
 	RestoreFrom string
+	// AuditLog makes the API server log every request it answers, for
+	// AuditEvents.
+	AuditLog bool
 }
 
 // ControlPlane is a running kube-apiserver with its own etcd.
@@ -68,7 +71,8 @@ type ControlPlane struct {
 	// Assets is the directory of the control-plane binaries (kubectl too).
 	Assets string
 
-	env *envtest.Environment
+	env      *envtest.Environment
+	auditLog string
 }
 
 // Start starts a control plane and waits until it serves requests and the
@@ -122,6 +126,13 @@ func Start(opts Options) (*ControlPlane, error) {
 			return nil, fmt.Errorf("restore control plane %q: %w", name, err)
 		}
 	}
+	var auditLog string
+	if opts.AuditLog {
+		if auditLog, err = auditFlags(env, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("control plane %q: %w", name, err)
+		}
+	}
 	if opts.Configure != nil {
 		if err := opts.Configure(env); err != nil {
 			_ = os.RemoveAll(dir)
@@ -134,7 +145,7 @@ func Start(opts Options) (*ControlPlane, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start control plane %q with binaries from %s: %w", name, assets, err)
 	}
-	cp := &ControlPlane{Name: name, Config: cfg, Scheme: scheme, Dir: dir, Assets: assets, env: env}
+	cp := &ControlPlane{Name: name, Config: cfg, Scheme: scheme, Dir: dir, Assets: assets, env: env, auditLog: auditLog}
 	if opts.Webhooks != nil {
 		*opts.Webhooks = env.WebhookInstallOptions
 	}

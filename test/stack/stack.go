@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -101,6 +102,13 @@ type Options struct {
 	// AuthorityFlags are more flags for the authority the stack starts,
 	// e.g. a short --cluster-generation-period.
 	AuthorityFlags []string
+	// ExemptGroups are exempt from the fence (data.fencegate.config's
+	// exempt_groups): their changes are admitted, marked, on a fenced
+	// cluster.
+	ExemptGroups []string
+	// AuditLog makes each control plane log every request it answers
+	// (cluster.Options.AuditLog).
+	AuditLog bool
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
 }
@@ -211,7 +219,15 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "config"), 0o700); err != nil {
 		return s, fmt.Errorf("fencegate config directory: %w", err)
 	}
-	if err := os.WriteFile(s.configPath(), []byte(configFile), 0o600); err != nil {
+	config := configFile
+	if len(opts.ExemptGroups) > 0 {
+		exempt, err := json.Marshal(opts.ExemptGroups)
+		if err != nil {
+			return s, fmt.Errorf("fencegate config: %w", err)
+		}
+		config += "exempt_groups: " + string(exempt) + "\n"
+	}
+	if err := os.WriteFile(s.configPath(), []byte(config), 0o600); err != nil {
 		return s, fmt.Errorf("write fencegate config: %w", err)
 	}
 	var err error
@@ -280,7 +296,7 @@ func (s *Stack) startCluster(ctx context.Context, spec ClusterSpec) error {
 	label := spec.label()
 	s.opts.Say("starting control plane %q (kube-apiserver + etcd)", label)
 	webhooks := cluster.ComponentWebhooks()
-	cp, err := cluster.Start(cluster.Options{Name: label, Webhooks: webhooks, RestoreFrom: spec.RestoreFrom})
+	cp, err := cluster.Start(cluster.Options{Name: label, Webhooks: webhooks, RestoreFrom: spec.RestoreFrom, AuditLog: s.opts.AuditLog})
 	if err != nil {
 		return err
 	}
