@@ -27,7 +27,9 @@
 //     asserts the fencing token its reconcile began under, in the
 //     request-only annotation fencegate.dev/write-token, which fencegate's
 //     webhook checks: a write decided under an older token than the
-//     fence's is refused (IsStaleToken), wherever it lands.
+//     fence's is refused (IsStaleToken), wherever it lands. DeleteAllOf
+//     of a gated kind is refused in every state: its objects may span
+//     domains.
 //   - RESTConfig binds the client of an SDK that makes its own (Helm's) to
 //     one reconcile: its writes stop with that reconcile's hold.
 package gate

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -64,7 +65,7 @@ func (t *heldTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		stop()
 		cancel(nil)
-		if cause := context.Cause(reqCtx); cause != nil && cause != context.Canceled {
+		if cause := context.Cause(reqCtx); cause != nil && !errors.Is(cause, context.Canceled) {
 			return nil, fmt.Errorf("%w (the write was cancelled: %w)", cause, err)
 		}
 		return nil, err

@@ -61,7 +61,7 @@ func TestRESTConfigGatesAnSDKsWrites(t *testing.T) {
 	// A reconcile's config outlives its hold: once the fence moved, its
 	// writes fail, its reads pass.
 	var kept context.Context
-	keep := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	keep := reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 		kept = ctx
 		<-ctx.Done()
 		return reconcile.Result{}, nil

@@ -26,7 +26,7 @@ type WidgetStatus struct {
 
 func (w *Widget) DeepCopyObject() runtime.Object {
 	out := *w
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	w.DeepCopyInto(&out.ObjectMeta)
 	out.Status.Conditions = slices.Clone(w.Status.Conditions)
 	return &out
 }
@@ -40,7 +40,7 @@ type WidgetList struct {
 
 func (l *WidgetList) DeepCopyObject() runtime.Object {
 	out := *l
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	out.Items = make([]Widget, len(l.Items))
 	for i := range l.Items {
 		out.Items[i] = *l.Items[i].DeepCopyObject().(*Widget)

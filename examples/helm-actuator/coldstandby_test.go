@@ -61,7 +61,7 @@ func TestHelmActuatorColdStandby(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	s := stack.StartForTest(t, ctx, stack.Options{
-		Clusters:      []stack.ClusterSpec{{Name: "east", Epoch: 2}, {Name: "west", Epoch: 1}},
+		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 2}, {Name: "west", Epoch: 1}},
 		// A hold the replicas publish stays ahead of the gate's second of
 		// clock skew between two publications (docs/design.md, "The
 		// gate"), and a handover still takes a few seconds.

@@ -68,4 +68,3 @@ func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.clients.
 func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
 }
-
