@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -43,6 +45,14 @@ const (
 	installWithin = time.Second
 )
 
+// TestMain sets controller-runtime's global logger, which the API server's
+// warnings reach (a change admitted as exempt from the fence): each
+// manager of the tests logs to its own test instead.
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
 // TestHelmActuatorColdStandby: the reference actuator on two real control
 // planes served by real fencegate processes, installing a chart from an
 // in-process chart repository.
@@ -57,7 +67,6 @@ const (
 //     its release only, without the hooks that could act beyond it; the
 //     holder's release stays.
 func TestHelmActuatorColdStandby(t *testing.T) {
-	ctrl.SetLogger(testr.New(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	s := stack.StartForTest(t, ctx, stack.Options{
@@ -165,6 +174,10 @@ func TestHelmActuatorColdStandby(t *testing.T) {
 	t.Logf("the actuators' writes: east %d, west %d, none while fenced", len(e.writes(t, start, time.Now())), len(w.writes(t, start, time.Now())))
 }
 
+// actuators numbers the actuators this process starts: a controller's name
+// is unique in a process, and go test -count runs the test again in it.
+var actuators atomic.Int64
+
 // site is one cluster's actuator, and a mirror that copies desired state
 // to it.
 type site struct {
@@ -186,7 +199,7 @@ func startSite(t *testing.T, ctx context.Context, c *stack.Cluster) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Setup(mgr, Options{FencegateNamespace: stack.Namespace, Concurrency: 4, Name: "helm-actuator-" + c.Name}); err != nil {
+	if err := Setup(mgr, Options{FencegateNamespace: stack.Namespace, Concurrency: 4, Name: fmt.Sprintf("helm-actuator-%s-%d", c.Name, actuators.Add(1))}); err != nil {
 		t.Fatal(err)
 	}
 	mgrCtx, stop := context.WithCancel(ctx)
