@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/policies"
 )
 
 // Fence states of the tests: east@7 holds the fence; west@3 is fenced.
@@ -82,7 +83,11 @@ func TestReadyAndFence(t *testing.T) {
 	if err := e.WriteFence(context.Background(), fencestate.State{}); err == nil {
 		t.Error("WriteFence accepted a state without a status")
 	}
-	if status := e.PolicyStatus(); status.Source != "embedded" || len(status.Revision) != 16 || len(status.Files) != 4 || e.Revision() != status.Revision {
+	shipped, err := policies.Shipped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status := e.PolicyStatus(); status.Source != "embedded" || len(status.Revision) != 16 || len(status.Files) != len(shipped) || e.Revision() != status.Revision {
 		t.Errorf("PolicyStatus = %+v, revision %q", status, e.Revision())
 	}
 }
