@@ -35,8 +35,11 @@ func TestStaleWriteTokensAfterAFailback(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	s := stack.StartForTest(t, ctx, stack.Options{
-		Clusters:      []stack.ClusterSpec{{Name: "east", Epoch: 2}, {Name: "west", Epoch: 1}},
-		LeaseTTL:      4 * time.Second,
+		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 2}, {Name: "west", Epoch: 1}},
+		// The hold the replicas publish must stay ahead of the gate's
+		// second of clock skew between two publications (docs/design.md,
+		// "The gate"): a 4 s lease leaves 2 s of validity, too little.
+		LeaseTTL:      10 * time.Second,
 		InstanceLease: 3 * time.Second,
 		Say:           t.Logf,
 	})

@@ -261,6 +261,9 @@ func (r *run) play() History {
 	}
 	for _, st := range r.sched.steps {
 		r.sleepUntil(st.at)
+		for st.awaits != nil && !st.awaits() && r.since() < st.at+overtime {
+			time.Sleep(20 * time.Millisecond)
+		}
 		switch st.kind {
 		case raise:
 			r.background.Go(func() { r.rollout(st) })

@@ -132,11 +132,13 @@ func TestOneReleaseForEveryPod(t *testing.T) {
 // they are refused as stale, and none is admitted.
 func TestLateCommitsAreRefusedAfterAFailback(t *testing.T) {
 	srv := startLab(t, authoritytest.Options{LeaseTTL: leaseTTL}, 1)
+	var r *run
 	sched := scripted(1,
 		step{at: time.Second, kind: failover, cluster: 1, epoch: 3},
-		step{at: 4 * time.Second, kind: failover, cluster: 0, epoch: 4})
+		// The fence comes back only once west has held it.
+		step{at: 4 * time.Second, kind: failover, cluster: 0, epoch: 4, awaits: func() bool { return r.held[1].Load() }})
 	sched.end += 2 * leaseTTL
-	r := newRun(t, srv, sched, reviews(t), nil)
+	r = newRun(t, srv, sched, reviews(t), nil)
 	h := r.play()
 	checked := Check(h.Admissions)
 	if len(checked.Violations) > 0 {

@@ -122,6 +122,10 @@ type step struct {
 	length time.Duration
 	// action is what an operate step does, to cluster (and replica).
 	action operatorAction
+	// awaits, when set, holds the step past its time until it says so
+	// (for at most overtime): a scripted step that needs an earlier one's
+	// outcome, which a loaded machine delays.
+	awaits func() bool
 }
 
 func (s step) String() string {
