@@ -31,6 +31,11 @@ func TestPeekReadsTheCachedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = c.Start(ctx) }()
+	// Until it has started, the cache refuses reads (ErrCacheNotStarted);
+	// no informer is registered yet, so this waits for the start alone.
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache never started")
+	}
 	p := cachepeek.New(c, c, &corev1.Namespace{})
 	tests := map[string]struct {
 		key       string
