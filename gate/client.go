@@ -121,6 +121,9 @@ func (c *gatedClient) Patch(ctx context.Context, obj client.Object, patch client
 // Apply gates a server-side apply like a patch computed from the object:
 // the applied configuration asserts the token.
 func (c *gatedClient) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	if !c.mayGate(ac) {
+		return c.Client.Apply(ctx, ac, opts...)
+	}
 	a, err := appliedObject(ac)
 	if err != nil {
 		return err
@@ -163,6 +166,9 @@ func (s *gatedSubResource) Update(ctx context.Context, obj client.Object, opts .
 }
 
 func (s *gatedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	if !s.c.mayGate(ac) {
+		return s.SubResourceClient.Apply(ctx, ac, opts...)
+	}
 	a, err := appliedObject(ac)
 	if err != nil {
 		return err
@@ -174,6 +180,25 @@ func (s *gatedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfigurat
 
 func (s *gatedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	return s.c.guard(ctx, obj, false, func(ctx context.Context) error { return s.SubResourceClient.Patch(ctx, obj, patch, opts...) })
+}
+
+// typedApplied is what a generated (typed) applied configuration tells of
+// its kind without being encoded.
+type typedApplied interface {
+	GetAPIVersion() *string
+	GetKind() *string
+}
+
+// mayGate says whether ac may be of a gated kind: false only when a typed
+// configuration names a kind that is not, which then passes without being
+// encoded and read.
+func (c *gatedClient) mayGate(ac runtime.ApplyConfiguration) bool {
+	t, ok := ac.(typedApplied)
+	if _, isObject := ac.(client.Object); isObject || !ok || t.GetAPIVersion() == nil || t.GetKind() == nil {
+		return true
+	}
+	gv, err := schema.ParseGroupVersion(*t.GetAPIVersion())
+	return err != nil || c.kinds[gv.WithKind(*t.GetKind())]
 }
 
 // applied is a server-side apply as the gate handles it: obj is what the

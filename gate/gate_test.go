@@ -79,15 +79,7 @@ func newLab(t testing.TB, register func(*lab)) *lab {
 	if register != nil {
 		register(l)
 	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	cluster.RunManagerForTest(t, ctx, mgr)
 	return l
 }
 

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -88,7 +86,7 @@ func TestHelmActuatorColdStandby(t *testing.T) {
 		sites[c] = startSite(t, ctx, c)
 	}
 	e, w := sites[east], sites[west]
-	firstToken := tokenOf(t, ctx, east)
+	firstToken := east.TokenForTest(t, ctx, "default")
 
 	// East holds: its actuator installs. The mirror copies the Component
 	// to west, where it is admitted, marked, and not installed.
@@ -142,7 +140,7 @@ func TestHelmActuatorColdStandby(t *testing.T) {
 
 	// The late commit of a write decided under east's first hold is
 	// refused; a person's edit of the same object is admitted.
-	current := tokenOf(t, ctx, east)
+	current := east.TokenForTest(t, ctx, "default")
 	stale := shop(repo, "hello")
 	stale.Annotations = map[string]string{gate.WriteTokenAnnotation: strconv.FormatInt(firstToken, 10)}
 	if err := east.ControlPlane.Client.Patch(ctx, stale, client.Merge); !gate.IsStaleToken(err) {
@@ -202,15 +200,7 @@ func startSite(t *testing.T, ctx context.Context, c *stack.Cluster) *site {
 	if err := Setup(mgr, Options{FencegateNamespace: stack.Namespace, Concurrency: 4, Name: fmt.Sprintf("helm-actuator-%s-%d", c.Name, actuators.Add(1))}); err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("%s: the actuator's manager: %v", c.Name, err)
-		}
-	})
+	cluster.RunManagerForTest(t, ctx, mgr)
 	_, mirrorConfig, err := c.ControlPlane.AddUser("dr-mirror", "system:masters", mirrorGroup)
 	if err != nil {
 		t.Fatal(err)
@@ -382,28 +372,12 @@ func awaitHolding(t *testing.T, ctx context.Context, c *stack.Cluster, holding b
 	return time.Now()
 }
 
-// tokenOf is the fencing token of c's Fence.
-func tokenOf(t *testing.T, ctx context.Context, c *stack.Cluster) int64 {
-	t.Helper()
-	var f fencegatev1alpha1.Fence
-	if err := c.ControlPlane.Client.Get(ctx, client.ObjectKey{Name: "default"}, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f.Status.Token
-}
-
 // failover runs `fencegate failover --to to --from from --wait`.
 func failover(t *testing.T, ctx context.Context, s *stack.Stack, to, from string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, s.Binary, "failover", "--kubeconfig", s.Kubeconfig, "--to", to, "--from", from, "--wait", "--timeout", "1m")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			t.Fatal(err)
-		}
-		t.Fatalf("failover to %s: exit %d\n%s", to, exit.ExitCode(), out.String())
+	out, stderr, exit, err := s.Failover(ctx, "--to", to, "--from", from, "--wait", "--timeout", "1m")
+	if err != nil || exit != 0 {
+		t.Fatalf("failover to %s: exit %d %v\n%s\n%s", to, exit, err, out, stderr)
 	}
-	t.Logf("failover to %s:\n%s", to, out.String())
+	t.Logf("failover to %s:\n%s", to, out)
 }

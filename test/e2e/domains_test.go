@@ -53,7 +53,7 @@ func TestDomainsFailOverOneByOne(t *testing.T) {
 		}
 	}
 
-	out, stderr, exit, err := runFailover(ctx, s, "--domain", "payments", "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
+	out, stderr, exit, err := s.Failover(ctx, "--domain", "payments", "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
 	if err != nil || exit != 0 {
 		t.Fatalf("failover of payments to west: exit %d %v\n%s\n%s", exit, err, out, stderr)
 	}
@@ -83,7 +83,7 @@ func TestDomainsFailOverOneByOne(t *testing.T) {
 		writers[d] = startWriterIn(ctx, holders[d], ns)
 		writers[d].waitResults(t, 3)
 	}
-	out, stderr, exit, err = runFailover(ctx, s, "--domain", "search", "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
+	out, stderr, exit, err = s.Failover(ctx, "--domain", "search", "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
 	if err != nil || exit != 0 {
 		t.Fatalf("failover of search to west: exit %d %v\n%s\n%s", exit, err, out, stderr)
 	}

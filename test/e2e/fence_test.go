@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -107,19 +105,6 @@ const (
 	holdingEnforced = "True/FenceHeld True/FenceHeld"
 	fencedEnforced  = "False/ClusterFenced True/ClusterFenced"
 )
-
-// runFailover runs `fencegate failover` with the stack's kubeconfig.
-func runFailover(ctx context.Context, s *stack.Stack, args ...string) (stdout, stderr string, exit int, err error) {
-	cmd := exec.CommandContext(ctx, s.Binary, append([]string{"failover", "--kubeconfig", s.Kubeconfig}, args...)...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		return out.String(), errOut.String(), exitErr.ExitCode(), nil
-	}
-	return out.String(), errOut.String(), 0, err
-}
 
 // TestFenceObject: each cluster's Fence, on two real control planes served
 // by real fencegate processes (west by two replicas) and an authority with
@@ -230,7 +215,7 @@ func TestFenceObject(t *testing.T) {
 			// The writers answer before the failover starts.
 			target.waitResults(t, 2)
 			old.waitResults(t, 2)
-			out, stderr, exit, err := runFailover(ctx, s, "--to", step.to.Name, "--from", step.from.Name, "--wait", "--timeout", "1m")
+			out, stderr, exit, err := s.Failover(ctx, "--to", step.to.Name, "--from", step.from.Name, "--wait", "--timeout", "1m")
 			if err != nil || exit != 0 {
 				t.Fatalf("failover to %s: exit %d %v\n%s%s", step.to.Name, exit, err, out, stderr)
 			}
@@ -319,7 +304,7 @@ func TestFenceObject(t *testing.T) {
 		}
 		gone.Run.Kill()
 		killed := time.Now()
-		out, stderr, exit, err := runFailover(ctx, s, "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
+		out, stderr, exit, err := s.Failover(ctx, "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
 		if err != nil || exit != 0 {
 			t.Fatalf("failover to west: exit %d %v\n%s%s", exit, err, out, stderr)
 		}
@@ -376,7 +361,7 @@ func TestFenceObject(t *testing.T) {
 			r.Run.Kill()
 		}
 		west.Replicas = nil
-		out, stderr, exit, err := runFailover(ctx, s, "--to", "east", "--from", "west", "--wait", "--timeout", "1s")
+		out, stderr, exit, err := s.Failover(ctx, "--to", "east", "--from", "west", "--wait", "--timeout", "1s")
 		if err != nil || exit != 2 {
 			t.Fatalf("failover with a timeout of 1s: exit %d (want 2) %v\n%s%s", exit, err, out, stderr)
 		}
@@ -415,7 +400,7 @@ func TestFenceObject(t *testing.T) {
 			}
 		}()
 		waitFence(t, ctx, west, "refused by the authority", 30*time.Second, is("False/PermissionDenied True/PermissionDenied", 5, 2))
-		out, stderr, exit, err := runFailover(ctx, s, "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
+		out, stderr, exit, err := s.Failover(ctx, "--to", "west", "--from", "east", "--wait", "--timeout", "1m")
 		if err != nil || exit != 3 {
 			t.Fatalf("failover to a cluster the authority refuses: exit %d (want 3) %v\n%s%s", exit, err, out, stderr)
 		}
@@ -437,7 +422,7 @@ func TestFenceObject(t *testing.T) {
 		if err := s.Authority.Stop(30 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		out, stderr, exit, err := runFailover(ctx, s, "--to", "east", "--wait", "--timeout", "1m")
+		out, stderr, exit, err := s.Failover(ctx, "--to", "east", "--wait", "--timeout", "1m")
 		if err != nil || exit != 3 {
 			t.Fatalf("failover with the authority down: exit %d (want 3) %v\n%s%s", exit, err, out, stderr)
 		}
@@ -483,11 +468,11 @@ func TestFenceObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFence(t, ctx, west, "fenced at the epoch it declared", 30*time.Second, is(fencedEnforced, 7, 2))
-		out, stderr, exit, err := runFailover(ctx, s, "--to", "west", "--epoch", "2", "--wait", "--timeout", "1m")
+		out, stderr, exit, err := s.Failover(ctx, "--to", "west", "--epoch", "2", "--wait", "--timeout", "1m")
 		if err != nil || exit != 1 || !strings.Contains(stderr, "--epoch 2 is not above the epoch 8 of the holder east") {
 			t.Errorf("failover to epoch 2, below the holder's: exit %d (want 1) %v\n%s%s", exit, err, out, stderr)
 		}
-		out, stderr, exit, err = runFailover(ctx, s, "--to", "west", "--epoch", "9", "--wait", "--timeout", "1m")
+		out, stderr, exit, err = s.Failover(ctx, "--to", "west", "--epoch", "9", "--wait", "--timeout", "1m")
 		if err != nil || exit != 0 {
 			t.Fatalf("failover of west at epoch 9: exit %d %v\n%s%s", exit, err, out, stderr)
 		}

@@ -68,7 +68,7 @@ func TestGatedActuatorStopsWhenEveryFencegatePodDies(t *testing.T) {
 	east, west := s.Cluster("east"), s.Cluster("west")
 	waitFenceOf(t, ctx, east, "default", "held and enforced by both replicas", 2*time.Minute, is(holdingEnforced, 0, 2))
 	waitFenceOf(t, ctx, west, "default", "fenced", 2*time.Minute, is(fencedEnforced, 0, 0))
-	token := tokenOf(t, ctx, east)
+	token := east.TokenForTest(t, ctx, "default")
 	output := func(name string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{outputLabel: "true"}}}
 	}
@@ -191,7 +191,7 @@ func TestGatedActuatorStopsWhenEveryFencegatePodDies(t *testing.T) {
 	}
 	failedOver := make(chan result, 1)
 	go func() {
-		out, stderr, exit, err := runFailover(ctx, s, "--to", "west", "--wait", "--timeout", "2m")
+		out, stderr, exit, err := s.Failover(ctx, "--to", "west", "--wait", "--timeout", "2m")
 		if err == nil && exit != 0 {
 			err = fmt.Errorf("exit %d: %s", exit, stderr)
 		}

@@ -19,6 +19,7 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/gate"
+	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/stack"
 )
 
@@ -49,7 +50,7 @@ func TestStaleWriteTokensAfterAFailback(t *testing.T) {
 			return conditions(f) == map[bool]string{true: holdingEnforced, false: fencedEnforced}[c == east]
 		})
 	}
-	first := tokenOf(t, ctx, east)
+	first := east.TokenForTest(t, ctx, "default")
 
 	// Decided and committed under the current token: admitted, stamped,
 	// the assertion removed.
@@ -65,13 +66,13 @@ func TestStaleWriteTokensAfterAFailback(t *testing.T) {
 	}
 
 	for _, to := range []struct{ to, from string }{{"west", "east"}, {"east", "west"}} {
-		out, stderr, exit, err := runFailover(ctx, s, "--to", to.to, "--from", to.from, "--wait", "--timeout", "1m")
+		out, stderr, exit, err := s.Failover(ctx, "--to", to.to, "--from", to.from, "--wait", "--timeout", "1m")
 		if err != nil || exit != 0 {
 			t.Fatalf("failover to %s: exit %d %v\n%s\n%s", to.to, exit, err, out, stderr)
 		}
 	}
 	waitFenceOf(t, ctx, east, "default", "held again", time.Minute, is(holdingEnforced, 0, 0))
-	current := tokenOf(t, ctx, east)
+	current := east.TokenForTest(t, ctx, "default")
 	if current <= first {
 		t.Fatalf("east holds the fence again with token %d, not above %d", current, first)
 	}
@@ -118,15 +119,7 @@ func TestStaleWriteTokensAfterAFailback(t *testing.T) {
 		wrote <- err
 		return reconcile.Result{}, err
 	}))
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	cluster.RunManagerForTest(t, ctx, mgr)
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return g.Hold(ctx, "default").Holding, nil
 	}); err != nil {
@@ -141,16 +134,6 @@ func TestStaleWriteTokensAfterAFailback(t *testing.T) {
 	if a := stored.Annotations; a[gate.WriteTokenAnnotation] != "" || a["fencegate.dev/token"] != strconv.FormatInt(current, 10) {
 		t.Errorf("the gated write's stored annotations %v: want token %d and no %s", a, current, gate.WriteTokenAnnotation)
 	}
-}
-
-// tokenOf is the fencing token of the Fence of the default domain on c.
-func tokenOf(t *testing.T, ctx context.Context, c *stack.Cluster) int64 {
-	t.Helper()
-	var f fencegatev1alpha1.Fence
-	if err := c.ControlPlane.Client.Get(ctx, client.ObjectKey{Name: "default"}, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f.Status.Token
 }
 
 // assertingToken is a Component of the default namespace whose write

@@ -96,7 +96,7 @@ func TestRestoredClusterAdmitsNothing(t *testing.T) {
 	}
 
 	// An operator's decision: fail over to the copy.
-	out, stderr, exit, err := runFailover(ctx, s, "--to", "east-restored", "--wait", "--timeout", "1m")
+	out, stderr, exit, err := s.Failover(ctx, "--to", "east-restored", "--wait", "--timeout", "1m")
 	if err != nil || exit != 0 {
 		t.Fatalf("fencegate failover --to east-restored: exit %d %v\n%s%s", exit, err, out, stderr)
 	}

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -352,6 +353,20 @@ func (s *Stack) FenceFlags() []string {
 
 // configPath is the file of data.fencegate.config every fencegate reads.
 func (s *Stack) configPath() string { return filepath.Join(s.Dir, "config", "config.yaml") }
+
+// Failover runs `fencegate failover` with the stack's kubeconfig and
+// args; exit is its exit code, err set only when it could not run.
+func (s *Stack) Failover(ctx context.Context, args ...string) (stdout, stderr string, exit int, err error) {
+	cmd := exec.CommandContext(ctx, s.Binary, append([]string{"failover", "--kubeconfig", s.Kubeconfig}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return out.String(), errOut.String(), exitErr.ExitCode(), nil
+	}
+	return out.String(), errOut.String(), 0, err
+}
 
 // AuthorityMetricsAddress is the address of the authority's /metrics,
 // /healthz and /readyz.

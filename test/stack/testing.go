@@ -3,6 +3,10 @@ package stack
 import (
 	"context"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 )
 
 // StartForTest builds fencegate when opts.Binary is empty, starts the
@@ -31,4 +35,15 @@ func StartForTest(tb testing.TB, ctx context.Context, opts Options) *Stack {
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// TokenForTest is the fencing token of domain d's Fence on c; it fails tb
+// if the Fence cannot be read.
+func (c *Cluster) TokenForTest(tb testing.TB, ctx context.Context, d string) int64 {
+	tb.Helper()
+	var f fencegatev1alpha1.Fence
+	if err := c.ControlPlane.Client.Get(ctx, client.ObjectKey{Name: d}, &f); err != nil {
+		tb.Fatal(err)
+	}
+	return f.Status.Token
 }
