@@ -145,7 +145,7 @@ func waitFenceOf(t *testing.T, ctx context.Context, c *stack.Cluster, d, what st
 		return ok(&f), nil
 	})
 	if err != nil {
-		t.Fatalf("%s: the Fence of %s never became %s: %v\nlast status: %s", c.Name, d, what, err, statusYAML(&f))
+		t.Fatalf("%s: the Fence of %s never became %s: %v\nlast status: %s", c.Label, d, what, err, statusYAML(&f))
 	}
 	return &f
 }

@@ -58,7 +58,7 @@ func waitFence(t *testing.T, ctx context.Context, c *stack.Cluster, what string,
 		return ok(&f), nil
 	})
 	if err != nil {
-		t.Fatalf("%s: the Fence never became %s: %v\nlast status: %s", c.Name, what, err, statusYAML(&f))
+		t.Fatalf("%s: the Fence never became %s: %v\nlast status: %s", c.Label, what, err, statusYAML(&f))
 	}
 	return &f
 }

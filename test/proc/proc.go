@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -52,6 +53,18 @@ func Start(bin, logDir, name string, args ...string) (*Process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Tail is the last n lines of the process's log, or why it cannot be
+// read: what a failed test prints, so that its output says why a process
+// did not do what the test waited for.
+func (p *Process) Tail(n int) string {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(log of %s unreadable: %v)", p.Name, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 // Pid is the process's id.

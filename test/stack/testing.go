@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/test/proc"
 )
 
 // StartForTest builds fencegate when opts.Binary is empty, starts the
@@ -27,6 +28,9 @@ func StartForTest(tb testing.TB, ctx context.Context, opts Options) *Stack {
 	}
 	s, err := Start(ctx, opts)
 	tb.Cleanup(func() {
+		if tb.Failed() {
+			s.logTails(tb)
+		}
 		if err := s.Stop(); err != nil {
 			tb.Errorf("stop the stack: %v", err)
 		}
@@ -35,6 +39,29 @@ func StartForTest(tb testing.TB, ctx context.Context, opts Options) *Stack {
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// failedTestLogLines is how much of each process's log a failed test
+// prints.
+const failedTestLogLines = 40
+
+// logTails prints the end of the authority's and every fencegate's log.
+func (s *Stack) logTails(tb testing.TB) {
+	tb.Helper()
+	if s == nil {
+		return
+	}
+	procs := []*proc.Process{s.Authority}
+	for _, c := range s.Clusters {
+		for _, r := range c.Replicas {
+			procs = append(procs, r.Run)
+		}
+	}
+	for _, p := range procs {
+		if p != nil {
+			tb.Logf("the last %d lines of %s:\n%s", failedTestLogLines, p.LogPath, p.Tail(failedTestLogLines))
+		}
+	}
 }
 
 // TokenForTest is the fencing token of domain d's Fence on c; it fails tb
