@@ -460,7 +460,7 @@ func (o *runOptions) newDomains(ctx context.Context, cfg *rest.Config, scheme *r
 			logger:     logger.WithValues("domain", name),
 			keeper:     &atomic.Pointer[fenceobject.Keeper]{},
 		}
-		if d.agent, err = o.newAgent(ctx, api, identity, d, authority, eng); err != nil {
+		if d.agent, err = o.newAgent(ctx, api, identity, d, authority, eng, logger.WithName("fence")); err != nil {
 			return nil, identity, err
 		}
 		d.fence = fencestate.Follow(func() (fencestate.State, bool) { return eng.Fence(name) }, d.agent.Subscribe)
@@ -470,13 +470,13 @@ func (o *runOptions) newDomains(ctx context.Context, cfg *rest.Config, scheme *r
 }
 
 // newAgent makes the fence agent of domain d, which declares the shared
-// identity.
-func (o *runOptions) newAgent(ctx context.Context, api client.Client, identity fenceagent.Options, d servedDomain, authority fencev1.FenceServiceClient, eng *engine.Engine) (*fenceagent.ClusterFence, error) {
+// identity. Its logger has no domain: the agent adds its own.
+func (o *runOptions) newAgent(ctx context.Context, api client.Client, identity fenceagent.Options, d servedDomain, authority fencev1.FenceServiceClient, eng *engine.Engine, logger logr.Logger) (*fenceagent.ClusterFence, error) {
 	opts := identity
 	opts.Domain = d.name
 	opts.Client = authority
 	opts.Writer = eng
-	opts.Logger = d.logger.WithName("fence")
+	opts.Logger = logger
 	opts.Registerer = d.registerer
 	opts.BeforeRelease = d.withdrawHold
 	fence, err := fenceobject.Ensure(ctx, api, api, d.name)
