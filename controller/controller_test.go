@@ -27,6 +27,7 @@ import (
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/testrun"
 )
 
 // switchablePolicy answers like the shipped policies would for a given fence
@@ -135,15 +136,7 @@ func (h *harness) run(t testing.TB) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testrun.Start(t, context.Background(), "manager", mgr.Start)
 }
 
 // fences are every domain's fence states.

@@ -16,6 +16,7 @@ import (
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/test/testrun"
 )
 
 // eventually polls cond until it holds or the deadline passes.
@@ -33,15 +34,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // startEngine starts the engine's hot reload until the test ends.
 func startEngine(t *testing.T, e *engine.Engine) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	})
+	testrun.Start(t, context.Background(), "Start", e.Start)
 }
 
 // createAllowed reports whether a CREATE of a Component is admitted.

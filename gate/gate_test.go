@@ -31,6 +31,7 @@ import (
 	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/testrun"
 )
 
 const namespace = "fencegate"
@@ -79,7 +80,7 @@ func newLab(t testing.TB, register func(*lab)) *lab {
 	if register != nil {
 		register(l)
 	}
-	cluster.RunManagerForTest(t, ctx, mgr)
+	testrun.Start(t, ctx, "manager", mgr.Start)
 	return l
 }
 

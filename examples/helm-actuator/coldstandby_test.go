@@ -29,6 +29,7 @@ import (
 	"github.com/fencegate/fencegate/gate"
 	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/stack"
+	"github.com/fencegate/fencegate/test/testrun"
 )
 
 const (
@@ -200,7 +201,7 @@ func startSite(t *testing.T, ctx context.Context, c *stack.Cluster) *site {
 	if err := Setup(mgr, Options{FencegateNamespace: stack.Namespace, Concurrency: 4, Name: fmt.Sprintf("helm-actuator-%s-%d", c.Name, actuators.Add(1))}); err != nil {
 		t.Fatal(err)
 	}
-	cluster.RunManagerForTest(t, ctx, mgr)
+	testrun.Start(t, ctx, "manager", mgr.Start)
 	_, mirrorConfig, err := c.ControlPlane.AddUser("dr-mirror", "system:masters", mirrorGroup)
 	if err != nil {
 		t.Fatal(err)

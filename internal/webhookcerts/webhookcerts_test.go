@@ -35,6 +35,7 @@ import (
 	"github.com/fencegate/fencegate/internal/tlsutil"
 	"github.com/fencegate/fencegate/internal/webhookcerts"
 	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/testrun"
 )
 
 const (
@@ -299,16 +300,7 @@ func startManager(ctx context.Context, t *testing.T, e *env) context.Context {
 	if e.ready, err = webhookcerts.Add(mgr, e.opts); err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	return mgrCtx
+	return testrun.Start(t, ctx, "manager", mgr.Start)
 }
 
 // serve runs a TLS server on CertDir, set up as the webhook server is, until

@@ -19,8 +19,8 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/gate"
-	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/stack"
+	"github.com/fencegate/fencegate/test/testrun"
 )
 
 // TestStaleWriteTokensAfterAFailback: through the real API server and
@@ -119,7 +119,7 @@ func TestStaleWriteTokensAfterAFailback(t *testing.T) {
 		wrote <- err
 		return reconcile.Result{}, err
 	}))
-	cluster.RunManagerForTest(t, ctx, mgr)
+	testrun.Start(t, ctx, "manager", mgr.Start)
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return g.Hold(ctx, "default").Holding, nil
 	}); err != nil {

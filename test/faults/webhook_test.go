@@ -24,6 +24,7 @@ import (
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/testcerts"
+	"github.com/fencegate/fencegate/test/testrun"
 	"github.com/fencegate/fencegate/webhook"
 )
 
@@ -57,15 +58,7 @@ func serve(t *testing.T, e *engine.Engine, certDir string, ca *testcerts.CA, reg
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("webhook: %v", err)
-		}
-	})
+	testrun.Start(t, context.Background(), "webhook", s.Start)
 	w := &webhookServer{addr: ln.Addr().String(), roots: x509.NewCertPool()}
 	w.roots.AppendCertsFromPEM(ca.CertPEM)
 	eventually(t, "the webhook answers", func() bool {
