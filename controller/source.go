@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -12,41 +11,17 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/domain"
+	"github.com/fencegate/fencegate/fencestate"
 )
 
 // enqueueDomainOn is a source that enqueues every Component of domain d
 // when it starts and each time changes signals, and begins a generation of
 // d's marks for the fence state of that moment with them: a transition of
-// one domain re-marks its Components only. Bursts coalesce twice: the
-// signal channel holds at most one pending signal, and the work queue holds
-// each Component once.
+// one domain re-marks its Components only.
 func (r *Reconciler) enqueueDomainOn(d string, changes <-chan struct{}, reader client.Reader) source.Source {
-	return source.Func(func(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		go func() {
-			for {
-				// The state is read before the list: a Component created
-				// after it is admitted under this state or a later one.
-				key := r.fence(d).Key()
-				if names, err := r.componentsOf(ctx, reader, d); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					log.FromContext(ctx).Error(err, "listing Components failed", "domain", d, "effect", "not re-checked until the domain's next fence transition")
-				} else {
-					r.marks[d].begin(key, names)
-					for _, n := range names {
-						queue.Add(reconcile.Request{NamespacedName: n})
-					}
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-changes:
-				}
-			}
-		}()
-		return nil
-	})
+	return r.marks[d].t.Source(func() fencestate.Key { return r.fence(d).Key() }, changes,
+		func(ctx context.Context) ([]types.NamespacedName, error) { return r.componentsOf(ctx, reader, d) },
+		"the Components of domain "+d)
 }
 
 // componentsOf lists the Components of domain d.

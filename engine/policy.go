@@ -66,8 +66,10 @@ type policy struct {
 	// (conflictingRules).
 	keepRules []string
 	// admission and reconcile are the entry points' queries, prepared once
-	// for every snapshot of this revision.
+	// for every snapshot of this revision; hold is the hold entry point's,
+	// nil when the policies leave it out.
 	admission, reconcile rego.PreparedEvalQuery
+	hold                 *rego.PreparedEvalQuery
 	// residualLogged is set once it was logged that partial evaluation
 	// gave no usable residual for this revision.
 	residualLogged atomic.Bool
@@ -177,6 +179,13 @@ func compilePolicy(src policySource) (*policy, error) {
 	}
 	if p.reconcile, err = prepare(context.Background(), compiler, reconcileEntryPoint); err != nil {
 		return nil, err
+	}
+	if len(compiler.GetRules(holdEntryPoint)) > 0 {
+		hold, err := prepare(context.Background(), compiler, holdEntryPoint)
+		if err != nil {
+			return nil, err
+		}
+		p.hold = &hold
 	}
 	return p, nil
 }

@@ -13,6 +13,7 @@ import (
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/hold"
 )
 
 // Inputs are everything the leader's part of a Fence's status depends on.
@@ -35,6 +36,9 @@ type Inputs struct {
 	Live []string
 	// Marks is where the controller stands in marking the Components.
 	Marks controller.MarkProgress
+	// Holds is where the hold controller stands in holding the actuators'
+	// objects; nil when no kinds are held here.
+	Holds *hold.Progress
 	// Now is the time of the derivation.
 	Now time.Time
 }
@@ -132,7 +136,60 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 		}
 	}
 	setCondition(&st.Conditions, enforced, now)
+	quiesced, held := quiescedOf(s, in.Holds, old.Held)
+	setCondition(&st.Conditions, quiesced, now)
+	st.Held = held
 	return st
+}
+
+// quiescedOf derives the Quiesced condition and status.held from the hold
+// controller's progress. The counts are those decided for state s only
+// once every object is decided: midway they mix two states, and the old
+// counts stay.
+func quiescedOf(s fencestate.State, p *hold.Progress, old *fencegatev1alpha1.FenceHeld) (metav1.Condition, *fencegatev1alpha1.FenceHeld) {
+	c := metav1.Condition{Type: fencegatev1alpha1.ConditionQuiesced, Status: metav1.ConditionFalse}
+	if p == nil {
+		c.Status, c.Reason = metav1.ConditionUnknown, fencegatev1alpha1.ReasonNoHeldKinds
+		c.Message = "no kinds of actuators are held on this cluster (the release's hold.kinds is empty): nothing tells whether it has gone quiet"
+		return c, nil
+	}
+	if !p.Decided(s.Key()) {
+		c.Reason = fencegatev1alpha1.ReasonHoldsPending
+		pending := 0
+		for _, k := range p.Kinds {
+			pending += k.Pending
+		}
+		c.Message = fmt.Sprintf("the actuators' objects are being decided for this state (%s): %d not yet", s.Key(), pending)
+		return c, old
+	}
+	total, quiet := p.Counts()
+	held := &fencegatev1alpha1.FenceHeld{
+		Held: int32(total), Quiet: int32(quiet), //nolint:gosec // far fewer objects than 2^31
+		Summary: fmt.Sprintf("%d/%d quiet", quiet, total),
+	}
+	var activity []string
+	for _, k := range p.Kinds {
+		if k.Held > 0 {
+			held.Kinds = append(held.Kinds, fencegatev1alpha1.FenceHeldKind{Kind: k.Kind, Held: int32(k.Held), Quiet: int32(k.Quiet)}) //nolint:gosec // as above
+		}
+		activity = append(activity, k.Activity...)
+	}
+	unserved := ""
+	if len(p.Unserved) > 0 {
+		unserved = fmt.Sprintf("; the API server serves none of %s", strings.Join(p.Unserved, ", "))
+	}
+	switch {
+	case s.Status == fencestate.Active:
+		c.Reason = fencegatev1alpha1.ReasonFenceHeld
+		c.Message = "this cluster holds the fence: its actuators act"
+	case quiet < total:
+		c.Reason = fencegatev1alpha1.ReasonNotQuiet
+		c.Message = fmt.Sprintf("%d of %d held objects have not gone quiet: %s", total-quiet, total, strings.Join(activity, " | "))
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, fencegatev1alpha1.ReasonQuiesced
+		c.Message = fmt.Sprintf("every held object (%d) has gone quiet%s", total, unserved)
+	}
+	return c, held
 }
 
 // stepRefused reports whether s is the authority's refusal of the epoch it

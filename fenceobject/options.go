@@ -22,6 +22,7 @@ import (
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fenceobject/membership"
+	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/notify"
 )
@@ -57,6 +58,9 @@ type Options struct {
 	Policy Policy
 	// Marks tells how far the controller got in marking the Components.
 	Marks Marks
+	// Holds tells how far the hold controller got in holding the
+	// actuators' objects; nil when no kinds are held.
+	Holds Holds
 
 	// LeaseDuration is how long an instance's Lease lasts; 0 means
 	// membership.DefaultDuration.
@@ -91,6 +95,12 @@ type Policy interface {
 type Marks interface {
 	Progress() controller.MarkProgress
 	Changes() <-chan struct{}
+}
+
+// Holds is the hold controller's progress, per domain.
+type Holds interface {
+	Progress(domain string) hold.Progress
+	Changes(domain string) <-chan struct{}
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -18,6 +18,7 @@ import (
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/internal/ssa"
 )
@@ -64,6 +65,10 @@ func (k *Keeper) runStatus(ctx context.Context) error {
 		}
 	}
 	s := &statusWriter{k: k, failing: map[string]bool{}}
+	var holdChanges <-chan struct{}
+	if k.opts.Holds != nil {
+		holdChanges = k.opts.Holds.Changes(k.opts.Domain)
+	}
 	var timer clock.Timer
 	for {
 		s.failed = false
@@ -89,6 +94,7 @@ func (k *Keeper) runStatus(ctx context.Context) error {
 		case <-events:
 		case <-changes:
 		case <-k.opts.Marks.Changes():
+		case <-holdChanges:
 		case <-fire:
 		}
 	}
@@ -121,9 +127,14 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 		message = d.Message
 	}
 	target := TargetEpoch(o.FloorEpoch, &f)
+	var holds *hold.Progress
+	if o.Holds != nil {
+		p := o.Holds.Progress(o.Domain)
+		holds = &p
+	}
 	desired := Desired(f.Status, Inputs{
 		State: state, Message: message, TargetEpoch: target, Generation: f.Generation,
-		Authority: s.view, Live: live, Marks: o.Marks.Progress(), Now: now,
+		Authority: s.view, Live: live, Marks: o.Marks.Progress(), Holds: holds, Now: now,
 	})
 
 	current := f.Status
@@ -132,6 +143,7 @@ func (s *statusWriter) sync(ctx context.Context) time.Time {
 	if !applied || !equality.Semantic.DeepEqual(current, desired) {
 		countsOnly := desired
 		countsOnly.Components = current.Components
+		countsOnly.Held = current.Held
 		if due := s.lastSave.Add(countsInterval); applied && equality.Semantic.DeepEqual(current, countsOnly) && now.Before(due) {
 			wake = earliest(wake, due)
 		} else if s.report("apply the Fence status", s.k.applyStatus(ctx, &desired, StatusFieldManager)) {

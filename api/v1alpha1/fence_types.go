@@ -14,6 +14,28 @@ const (
 	ConditionEnforced = "Enforced"
 )
 
+// ConditionQuiesced is True while this cluster does not hold the fence and
+// every actuator object that fencegate holds here has gone quiet: its hold
+// is set and its actuator reports nothing still running. False while this
+// cluster holds the fence (reason FenceHeld), while holds are still being
+// applied for the current state (HoldsPending) or while a held object still
+// runs (NotQuiet); Unknown when no kinds are held here (NoHeldKinds).
+const ConditionQuiesced = "Quiesced"
+
+// Reasons of the Quiesced condition.
+const (
+	// ReasonQuiesced: every held object has gone quiet.
+	ReasonQuiesced = "Quiesced"
+	// ReasonNotQuiet: a held object's actuator still runs something.
+	ReasonNotQuiet = "NotQuiet"
+	// ReasonHoldsPending: not every object of the held kinds has been
+	// decided for the current fence state yet.
+	ReasonHoldsPending = "HoldsPending"
+	// ReasonNoHeldKinds: no kinds of actuators are held on this cluster,
+	// so nothing tells whether it has gone quiet.
+	ReasonNoHeldKinds = "NoHeldKinds"
+)
+
 // Reasons of a Fence's conditions that a Component's SourceConflict does not
 // use; the others (FenceHeld, ClusterFenced, FenceAcquiring, FenceUnknown)
 // are shared.
@@ -92,6 +114,33 @@ type FenceComponents struct {
 	Summary string `json:"summary,omitempty"`
 }
 
+// FenceHeld counts the actuator objects fencegate holds on this cluster, as
+// the hold controller last decided them for the current fence state.
+type FenceHeld struct {
+	// Held is how many objects are held.
+	Held int32 `json:"held"`
+	// Quiet is how many held objects have gone quiet.
+	Quiet int32 `json:"quiet"`
+	// Summary is "quiet/held quiet", for the HELD column.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+	// Kinds counts them per kind.
+	// +optional
+	// +listType=map
+	// +listMapKey=kind
+	Kinds []FenceHeldKind `json:"kinds,omitempty"`
+}
+
+// FenceHeldKind counts the held objects of one kind.
+type FenceHeldKind struct {
+	// Kind is the kind, as Kind.group (CronJob.batch).
+	Kind string `json:"kind"`
+	// Held is how many objects of the kind are held.
+	Held int32 `json:"held"`
+	// Quiet is how many of them have gone quiet.
+	Quiet int32 `json:"quiet"`
+}
+
 // FenceInstance is what one fencegate replica (an instance of this cluster)
 // applies: each replica writes its own entry, under a field manager of its
 // own, when what it applies changes.
@@ -125,7 +174,7 @@ type FenceInstance struct {
 
 // ClusterFenceStatus is the fence as this cluster sees and enforces it.
 type ClusterFenceStatus struct {
-	// Conditions: Holding, Enforced and EpochAccepted.
+	// Conditions: Holding, Enforced, EpochAccepted and Quiesced.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -187,6 +236,11 @@ type ClusterFenceStatus struct {
 	// them.
 	// +optional
 	Components *FenceComponents `json:"components,omitempty"`
+	// Held counts the actuator objects fencegate holds on this cluster
+	// (none while it holds the fence), written once every object of the
+	// held kinds is decided for the current state.
+	// +optional
+	Held *FenceHeld `json:"held,omitempty"`
 
 	// ClusterGeneration is this cluster's generation as the authority last
 	// gave it to the cluster: the highest that the leader's agent and the
@@ -226,8 +280,10 @@ type ClusterFenceStatus struct {
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder.name`
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.token`
 // +kubebuilder:printcolumn:name="Components",type=string,JSONPath=`.status.components.summary`
+// +kubebuilder:printcolumn:name="Held",type=string,JSONPath=`.status.held.summary`
 // +kubebuilder:printcolumn:name="Holding",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Holding")].status`
 // +kubebuilder:printcolumn:name="Enforced",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Enforced")].status`
+// +kubebuilder:printcolumn:name="Quiesced",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Quiesced")].status`
 // +kubebuilder:printcolumn:name="Holder Epoch",type=integer,priority=1,JSONPath=`.status.holder.epoch`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Fence struct {
