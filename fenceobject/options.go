@@ -22,8 +22,8 @@ import (
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fenceobject/membership"
-	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/internal/notify"
 )
 
