@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/controller"
 	"github.com/fencegate/fencegate/fenceobject"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/hold"
 )
 
 var (
@@ -470,5 +471,79 @@ func TestDesiredHeartbeats(t *testing.T) {
 	}
 	if e := condition(got, fencegatev1alpha1.ConditionEnforced); e.LastTransitionTime.Equal(&later) {
 		t.Errorf("Enforced stayed True; its lastTransitionTime must stay too, got %v", e.LastTransitionTime)
+	}
+}
+
+func TestDesiredQuiesced(t *testing.T) {
+	// kinds are a hold controller's progress for state s: CronJobs with
+	// held and quiet ones, and a Kustomization.
+	kinds := func(s fencestate.State, held, quiet int, activity ...string) *hold.Progress {
+		return &hold.Progress{Resolved: true, Kinds: []hold.KindProgress{
+			{Kind: "CronJob.batch", Started: true, Key: s.Key(), Total: held, Held: held, Quiet: quiet, Activity: activity},
+			{Kind: "Kustomization.kustomize.toolkit.fluxcd.io", Started: true, Key: s.Key(), Total: 1, Held: 1, Quiet: 1},
+		}}
+	}
+	tests := map[string]struct {
+		state   fencestate.State
+		holds   *hold.Progress
+		old     *fencegatev1alpha1.FenceHeld
+		status  metav1.ConditionStatus
+		reason  string
+		message string
+		held    string // status.held.summary; "" for none
+	}{
+		"no kinds held: cannot tell": {
+			state: fenced, status: metav1.ConditionUnknown, reason: fencegatev1alpha1.ReasonNoHeldKinds,
+		},
+		"every held object quiet": {
+			state: fenced, holds: kinds(fenced, 3, 3),
+			status: metav1.ConditionTrue, reason: fencegatev1alpha1.ReasonQuiesced, message: "every held object (4) has gone quiet", held: "4/4 quiet",
+		},
+		"a Job still running": {
+			state: fenced, holds: kinds(fenced, 3, 2, "CronJob billing/report: 1 Job still running"),
+			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonNotQuiet, message: "1 of 4 held objects have not gone quiet: CronJob billing/report: 1 Job still running", held: "3/4 quiet",
+		},
+		"holds still being decided for this state keep the old counts": {
+			state: fenced, holds: func() *hold.Progress { p := kinds(fenced, 3, 3); p.Kinds[0].Pending = 2; return p }(),
+			old:    &fencegatev1alpha1.FenceHeld{Summary: "0/0 quiet"},
+			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonHoldsPending, message: "2 not yet", held: "0/0 quiet",
+		},
+		"counts for another state do not count": {
+			state: fenced, holds: kinds(active, 0, 0),
+			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonHoldsPending,
+		},
+		"kinds not looked up yet": {
+			state: fenced, holds: func() *hold.Progress { p := kinds(fenced, 3, 3); p.Resolved = false; return p }(),
+			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonHoldsPending,
+		},
+		"the holder's actuators act": {
+			state: active, holds: &hold.Progress{Resolved: true, Kinds: []hold.KindProgress{{Kind: "CronJob.batch", Started: true, Key: active.Key(), Total: 5}}},
+			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonFenceHeld, held: "0/0 quiet",
+		},
+		"a kind the API server does not serve is named": {
+			state: fenced, holds: func() *hold.Progress { p := kinds(fenced, 1, 1); p.Unserved = []string{"schedules.velero.io"}; return p }(),
+			status: metav1.ConditionTrue, reason: fencegatev1alpha1.ReasonQuiesced, message: "the API server serves none of schedules.velero.io", held: "2/2 quiet",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := inputs(tc.state, "east-a")
+			in.Holds = tc.holds
+			st := derive(fencegatev1alpha1.ClusterFenceStatus{Held: tc.old}, in)
+			c := condition(st, fencegatev1alpha1.ConditionQuiesced)
+			if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {
+				t.Errorf("Quiesced = %s/%s %q, want %s/%s containing %q", c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.message)
+			}
+			summary := ""
+			if st.Held != nil {
+				summary = st.Held.Summary
+			}
+			if summary != tc.held {
+				t.Errorf("status.held = %+v, want summary %q", st.Held, tc.held)
+			}
+			if again := derive(st, in); !equality.Semantic.DeepEqual(again, st) {
+				t.Errorf("deriving again from the result changes it:\n%+v\n%+v", st, again)
+			}
+		})
 	}
 }

@@ -97,8 +97,10 @@ type Holder struct {
 	metrics *metrics
 
 	mu sync.Mutex
-	// unserved are the configured kinds not resolved to a served kind.
+	// unserved are the configured kinds not resolved to a served kind;
+	// resolved is set once every kind was looked up once.
 	unserved []schema.GroupResource
+	resolved bool
 	// kinds are the resolved kinds' names, and marks each domain's
 	// trackers by kind name.
 	kinds []string
@@ -166,7 +168,7 @@ func (h *Holder) Progress(d string) Progress {
 	h.mu.Lock()
 	trackers := h.marks[d]
 	kinds := slices.Clone(h.kinds)
-	var p Progress
+	p := Progress{Resolved: h.resolved}
 	for _, gr := range h.unserved {
 		p.Unserved = append(p.Unserved, gr.String())
 	}
@@ -205,7 +207,14 @@ func (h *Holder) resolve(ctx context.Context) error {
 		}
 		h.mu.Lock()
 		done := len(h.unserved) == 0
+		first := !h.resolved
+		h.resolved = true
 		h.mu.Unlock()
+		if first {
+			for _, ch := range h.changes {
+				notify.Signal(ch)
+			}
+		}
 		if done {
 			return nil
 		}
@@ -348,7 +357,11 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			return reconcile.Result{}, err
 		}
 		h.metrics.actions.WithLabelValues(h.metricDomain(d), r.kind, string(step.Action)).Inc()
-		logr.FromContextOrDiscard(ctx).Info(actionMessage(step.Action), "domain", d, "kind", r.kind, "object", req.NamespacedName, "kept", step.Kept)
+		log := logr.FromContextOrDiscard(ctx).WithValues("domain", d)
+		if len(step.Kept) > 0 {
+			log = log.WithValues("kept", step.Kept)
+		}
+		log.Info(actionMessage(step.Action))
 	}
 	if decision.Kind == "" && step.Action == Nothing {
 		// Of no held kind, and nothing of fencegate's on it.

@@ -23,6 +23,9 @@ type mark struct {
 
 // Progress is where the holding of one domain's actuators stands.
 type Progress struct {
+	// Resolved is false until every configured kind was looked up once:
+	// until then, what is served is not known.
+	Resolved bool
 	// Kinds are the configured kinds the API server serves, by name
 	// (Kind.group), sorted.
 	Kinds []KindProgress
@@ -55,6 +58,9 @@ const MaxActivity = 3
 // Decided reports whether every object of every kind has been decided for
 // the state key.
 func (p Progress) Decided(key fencestate.Key) bool {
+	if !p.Resolved {
+		return false
+	}
 	for _, k := range p.Kinds {
 		if !k.Started || k.Key != key || k.Pending > 0 {
 			return false

@@ -37,6 +37,7 @@ import (
 	"github.com/fencegate/fencegate/fenceobject"
 	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/internal/envflag"
 	"github.com/fencegate/fencegate/internal/runnable"
 	"github.com/fencegate/fencegate/internal/webhookcerts"
@@ -86,6 +87,9 @@ type runOptions struct {
 
 	policyDir  string
 	configFile string
+
+	holdKinds    []string
+	holdQuietFor time.Duration
 
 	metricsAddress string
 	healthAddress  string
@@ -153,6 +157,9 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.policyDir, "policy-dir", "", "directory of Rego policies, hot-reloaded (default: the built-in policies)")
 	fs.StringVar(&o.configFile, "config-file", "", "YAML or JSON file of data.fencegate.config (enforcement, exemptions), hot-reloaded")
+
+	fs.StringSliceVar(&o.holdKinds, "hold-kinds", nil, "resources whose objects are held while this cluster does not hold their domain's fence, as resource.group (cronjobs.batch,kustomizations.kustomize.toolkit.fluxcd.io); the policies' data.fencegate.hold decides how")
+	fs.DurationVar(&o.holdQuietFor, "hold-quiet-for", hold.DefaultQuietFor, "how long a held object's actuator must report nothing running before it counts as quiet (the Fence's Quiesced condition)")
 
 	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus /metrics endpoint (0 turns it off)")
 	fs.StringVar(&o.healthAddress, "health-address", ":8081", "address of the /healthz and /readyz endpoints")
@@ -275,6 +282,12 @@ func (o *runOptions) validate() error {
 	if err := membership.CheckDuration(o.instanceLease); err != nil {
 		errs = append(errs, flagError("instance-lease-duration", "%v", err))
 	}
+	if _, err := hold.ParseKinds(o.holdKinds); err != nil {
+		errs = append(errs, flagError("hold-kinds", "%v", err))
+	}
+	if o.holdQuietFor <= 0 {
+		errs = append(errs, flagError("hold-quiet-for", "%v: want a positive duration", o.holdQuietFor))
+	}
 	if o.kubeQPS <= 0 || o.kubeBurst <= 0 {
 		errs = append(errs, flagError("kube-api-qps", "--kube-api-qps and --kube-api-burst must be positive"))
 	}
@@ -378,8 +391,17 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	holdKinds, _ := hold.ParseKinds(o.holdKinds) // validate checked them
+	var holds fenceobject.Holds
+	if len(holdKinds) > 0 {
+		if holds, err = hold.SetupWithManager(mgr, hold.Options{
+			Kinds: holdKinds, Policy: eng, Fences: fences, QuietFor: o.holdQuietFor, Registerer: ctrlmetrics.Registry,
+		}); err != nil {
+			return err
+		}
+	}
 	for _, d := range domains {
-		if err := o.addFenceObject(mgr, d, identity.Instance, eng, authority, reconciler.Marks(d.name)); err != nil {
+		if err := o.addFenceObject(mgr, d, identity.Instance, eng, authority, reconciler.Marks(d.name), holds); err != nil {
 			return err
 		}
 	}
@@ -566,7 +588,7 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, do
 
 // addFenceObject adds domain d's Fence object: every replica reports what
 // it applies, the leader writes the rest.
-func (o *runOptions) addFenceObject(mgr manager.Manager, d servedDomain, instance string, eng *engine.Engine, authority fencev1.FenceServiceClient, marks *controller.Marks) error {
+func (o *runOptions) addFenceObject(mgr manager.Manager, d servedDomain, instance string, eng *engine.Engine, authority fencev1.FenceServiceClient, marks *controller.Marks, holds fenceobject.Holds) error {
 	keeper, err := fenceobject.New(fenceobject.Options{
 		Client:        mgr.GetClient(),
 		Cache:         mgr.GetCache(),
@@ -579,6 +601,7 @@ func (o *runOptions) addFenceObject(mgr manager.Manager, d servedDomain, instanc
 		Authority:     authority,
 		Policy:        eng,
 		Marks:         marks,
+		Holds:         holds,
 		LeaseDuration: o.instanceLease,
 		Logger:        d.logger.WithName("fence-object"),
 		Registerer:    d.registerer,
