@@ -521,7 +521,11 @@ func TestDesiredQuiesced(t *testing.T) {
 			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonFenceHeld, held: "0/0 quiet",
 		},
 		"a kind the API server does not serve is named": {
-			state: fenced, holds: func() *hold.Progress { p := kinds(fenced, 1, 1); p.Unserved = []string{"schedules.velero.io"}; return p }(),
+			state: fenced, holds: func() *hold.Progress {
+				p := kinds(fenced, 1, 1)
+				p.Unserved = []string{"schedules.velero.io"}
+				return p
+			}(),
 			status: metav1.ConditionTrue, reason: fencegatev1alpha1.ReasonQuiesced, message: "the API server serves none of schedules.velero.io", held: "2/2 quiet",
 		},
 	}
