@@ -10,10 +10,10 @@
 # and whether the object has gone quiet: its flag is set and the actuator
 # reports nothing still running.
 #
-# The controller that applies these decisions is not built yet; this file
-# is its contract. It is to record each field's prior value and owner before
-# it holds and to restore exactly that on release, so the fields are the
-# same whether hold is true or false: they are what releasing undoes too.
+# The hold controller (package hold) applies these decisions to the kinds
+# of --hold-kinds. It records each field's prior value before it holds and
+# restores exactly that on release, so the fields are the same whether hold
+# is true or false: they are what releasing undoes too.
 #
 # Kinds are rules: one entry of `rules` per kind, keyed by a name of its
 # own. An operator adds a kind with an entry in a file of their own in this
@@ -170,8 +170,8 @@ segment_text(s) := sprintf(".%s", [s]) if {
 # as {"group", "kind", "name", "namespace"} ("" where the object does not
 # say). A hold set on a child is undone by a parent that applies the child's
 # declared state again (a Kustomization whose Git says suspend: false, an
-# ApplicationSet regenerating its Applications); the controller is to hold
-# the parent first. Operators add sources of their own as more entries of
+# ApplicationSet regenerating its Applications); the parent is to be held
+# first. Operators add sources of their own as more entries of
 # this partial set.
 
 # Applied by a Flux Kustomization or HelmRelease: Flux labels what it applies.
