@@ -39,6 +39,8 @@ type fence struct {
 	// undecided adds EpochAccepted Unknown (EpochPending) at the Fence's
 	// generation.
 	undecided bool
+	// quiesced adds the Quiesced condition, "status/reason".
+	quiesced string
 }
 
 func (b fence) build() *fencegatev1alpha1.Fence {
@@ -74,6 +76,12 @@ func (b fence) build() *fencegatev1alpha1.Fence {
 	}
 	if b.holder != "" {
 		f.Status.Holder = &fencegatev1alpha1.FenceCluster{Name: b.holder, Epoch: b.holderEp}
+	}
+	if status, reason, ok := strings.Cut(b.quiesced, "/"); ok {
+		f.Status.Conditions = append(f.Status.Conditions, metav1.Condition{
+			Type: fencegatev1alpha1.ConditionQuiesced, Status: metav1.ConditionStatus(status), Reason: reason, Message: "the hold controller's words",
+		})
+		f.Status.Held = &fencegatev1alpha1.FenceHeld{Held: 2, Summary: "2/2 quiet"}
 	}
 	for i, s := range b.replicas {
 		f.Status.Instances = append(f.Status.Instances, fencegatev1alpha1.FenceInstance{Name: b.name + "-" + string(rune('a'+i)), State: s})
@@ -240,6 +248,7 @@ func TestProgress(t *testing.T) {
 		target, holder fence
 		steps          []failover.Step
 		done           bool
+		quiesced       bool
 		// refused is the refusal's start; message the Fence's words it
 		// quotes, "the policies' words" unless set.
 		refused, message string
@@ -285,6 +294,26 @@ func TestProgress(t *testing.T) {
 				{target: granted, holder: stopped, steps: []failover.Step{failover.StepGranted}},
 				{target: westDone, holder: stopped, steps: []failover.Step{failover.StepTargetMarked}},
 				{target: westDone, holder: eastDone, steps: []failover.Step{failover.StepHolderMarked}, done: true},
+			},
+		},
+		"the old holder quiesces once the failover is done": {
+			withHolder: true,
+			seq: []obs{
+				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "False/HoldsPending"; return b }(), steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepGranted, failover.StepTargetMarked}, done: true},
+				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "False/NotQuiet"; return b }(), done: true},
+				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "True/Quiesced"; return b }(), steps: []failover.Step{failover.StepHolderQuiesced}, done: true, quiesced: true},
+			},
+		},
+		"an old holder that holds no actuators has nothing to quiesce": {
+			withHolder: true,
+			seq: []obs{
+				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "Unknown/NoHeldKinds"; return b }(), steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepHolderQuiesced, failover.StepGranted, failover.StepTargetMarked}, done: true, quiesced: true},
+			},
+		},
+		"the holder's actuators act while it holds the fence": {
+			withHolder: true,
+			seq: []obs{
+				{target: before, holder: func() fence { b := eastActive; b.quiesced = "False/FenceHeld"; return b }()},
 			},
 		},
 		"the old holder's Fence shows all its steps at once, and before the target's": {
@@ -428,8 +457,8 @@ func TestProgress(t *testing.T) {
 				for _, s := range got.Steps {
 					steps = append(steps, s.Step)
 				}
-				if !slices.Equal(steps, o.steps) || got.Done != o.done {
-					t.Errorf("observation %d: steps %v done %v, want %v done %v", i, steps, got.Done, o.steps, o.done)
+				if !slices.Equal(steps, o.steps) || got.Done != o.done || got.Quiesced != o.quiesced {
+					t.Errorf("observation %d: steps %v done %v quiesced %v, want %v done %v quiesced %v", i, steps, got.Done, got.Quiesced, o.steps, o.done, o.quiesced)
 				}
 				message := o.message
 				if message == "" {

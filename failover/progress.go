@@ -34,6 +34,9 @@ const (
 	// StepTargetMarked: the target's Components are re-marked and it
 	// enforces holding the fence.
 	StepTargetMarked
+	// StepHolderQuiesced: every actuator object the old holder holds has
+	// gone quiet (its Fence's Quiesced condition), or it holds none.
+	StepHolderQuiesced
 )
 
 // names of the steps, as the timeline prints them.
@@ -43,7 +46,8 @@ var stepNames = [...]string{
 	StepHolderStopped: "old holder stopped admitting",
 	StepGranted:       "fence granted",
 	StepHolderMarked:  "old holder re-marked",
-	StepTargetMarked:  "new holder re-marked",
+	StepTargetMarked:   "new holder re-marked",
+	StepHolderQuiesced: "old holder quiesced",
 }
 
 func (s Step) String() string { return stepNames[s] }
@@ -90,7 +94,7 @@ type Progress struct {
 	// new generation; it is no answer to Epoch.
 	StaleRefusal string
 
-	seen [StepTargetMarked + 1]bool
+	seen [StepHolderQuiesced + 1]bool
 }
 
 // Observation is what Observe makes of the Fences.
@@ -102,6 +106,10 @@ type Observation struct {
 	// the old holder (when followed) is fenced by the target and enforces
 	// it.
 	Done bool
+	// Quiesced is set once the old holder (when followed) is fenced by
+	// the target and its held actuators have gone quiet, or it holds
+	// none.
+	Quiesced bool
 	// Refused is set when the target's answer to the new epoch is a
 	// refusal.
 	Refused *Refused
@@ -144,6 +152,14 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 		if p.seen[StepHolderStopped] && fencedBy(holder, name) && meta.IsStatusConditionTrue(h.Conditions, fencegatev1alpha1.ConditionEnforced) {
 			see(StepHolderMarked, "%s: %s", hname, components(h))
 		}
+		if q := condition(holder, fencegatev1alpha1.ConditionQuiesced); p.seen[StepHolderTold] && fencedBy(holder, name) {
+			switch {
+			case q.Status == metav1.ConditionTrue:
+				see(StepHolderQuiesced, "%s: %s held objects, all quiet", hname, heldObjects(h))
+			case q.Reason == fencegatev1alpha1.ReasonNoHeldKinds:
+				see(StepHolderQuiesced, "%s holds no actuators (no kinds held)", hname)
+			}
+		}
 	}
 	holding := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionHolding) && declared
 	if holding {
@@ -153,6 +169,7 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 		see(StepTargetMarked, "%s: %s", name, components(st))
 	}
 	o.Done = p.seen[StepGranted] && p.seen[StepTargetMarked] && (!p.WithHolder || p.seen[StepHolderMarked])
+	o.Quiesced = p.WithHolder && p.seen[StepHolderQuiesced]
 	switch {
 	case !declared:
 		o.Refused = p.epochRefusal(target)
@@ -274,6 +291,14 @@ func components(st fencegatev1alpha1.ClusterFenceStatus) string {
 		return "no Components"
 	}
 	return st.Components.Summary
+}
+
+// heldObjects counts the actuator objects a Fence says are held.
+func heldObjects(st fencegatev1alpha1.ClusterFenceStatus) string {
+	if st.Held == nil {
+		return "0"
+	}
+	return fmt.Sprintf("%d", st.Held.Held)
 }
 
 func condition(f *fencegatev1alpha1.Fence, typ string) metav1.Condition {

@@ -2,7 +2,6 @@ package failover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -51,6 +50,10 @@ type Options struct {
 	// Timeout has passed.
 	Wait    bool
 	Timeout time.Duration
+	// QuiesceTimeout bounds how long Wait waits, once the failover is
+	// done, for the old holder's held actuators to go quiet (its Fence's
+	// Quiesced condition); 0 does not wait for it.
+	QuiesceTimeout time.Duration
 	// Out receives the timeline.
 	Out io.Writer
 	// Clock times the timeline; nil means the real clock.
@@ -67,6 +70,18 @@ type TimeoutError struct {
 
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("the failover was not complete after %s; where things stand:\n%s", e.Timeout, e.Standing)
+}
+
+// QuiesceTimeoutError ends a failover that is done, but whose old holder's
+// held actuators did not all go quiet within the quiesce timeout.
+type QuiesceTimeoutError struct {
+	Timeout time.Duration
+	// Quiesced is the old holder's Quiesced condition: what still runs.
+	Quiesced string
+}
+
+func (e *QuiesceTimeoutError) Error() string {
+	return fmt.Sprintf("the failover is complete, but the old holder's held actuators had not all gone quiet after %s more: %s (see the runbook, \"A fenced cluster does not quiesce\")", e.Timeout, e.Quiesced)
 }
 
 // RefusedError ends a failover that cannot succeed as it is.
@@ -159,32 +174,44 @@ func (r *runner) run(ctx context.Context) error {
 // of time.
 func (r *runner) follow(ctx context.Context, p *Progress, target, holder *fencegatev1alpha1.Fence) error {
 	o := r.opts
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// deadline ends the failover's wait; once it is done, quiesce ends the
+	// wait for the old holder to quiesce.
+	deadline := o.Clock.NewTimer(o.Timeout)
+	defer deadline.Stop()
+	timeout := deadline.C()
 	updates := make(chan update)
 	go r.watch(ctx, "to", o.To, updates)
 	if o.From != nil {
 		go r.watch(ctx, "from", *o.From, updates)
 	}
 	targetLost := false
+	var quiesce <-chan time.Time
 	for {
 		ob := p.Observe(target, holder)
 		for _, s := range ob.Steps {
 			r.event(s.Step.String(), "%s", s.Detail)
 		}
 		switch {
-		case ob.Done:
+		case ob.Done && (ob.Quiesced || !p.WithHolder || o.QuiesceTimeout <= 0):
 			r.printf("failover complete in %s: %s\n", r.since(), r.summary(target, p.WithHolder))
 			return nil
+		case ob.Done && quiesce == nil:
+			r.printf("   waiting up to %s for %s's held actuators to go quiet\n", o.QuiesceTimeout, o.From.Context)
+			t := o.Clock.NewTimer(o.QuiesceTimeout)
+			defer t.Stop()
+			quiesce, timeout = t.C(), nil
 		case ob.Refused != nil:
 			return &RefusedError{Refused: *ob.Refused, Standing: r.standing(target, holder, p.WithHolder)}
 		}
 		select {
-		case <-ctx.Done():
-			if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("failover interrupted: %w", err)
-			}
+		case <-quiesce:
+			return &QuiesceTimeoutError{Timeout: o.QuiesceTimeout, Quiesced: condition(holder, fencegatev1alpha1.ConditionQuiesced).Message}
+		case <-timeout:
 			return &TimeoutError{Timeout: o.Timeout, Standing: r.standing(target, holder, p.WithHolder)}
+		case <-ctx.Done():
+			return fmt.Errorf("failover interrupted: %w", context.Cause(ctx))
 		case u := <-updates:
 			switch {
 			case u.err != nil && u.side == "from" && p.WithHolder:
