@@ -27,16 +27,20 @@ const (
 	// the failover (the epoch's step, checked before patching, or the
 	// target's answer while waiting).
 	exitFailoverRefused = 3
+	// exitFailoverNotQuiesced: the failover is done, but the old holder's
+	// held actuators did not all go quiet within --quiesce-timeout.
+	exitFailoverNotQuiesced = 4
 )
 
 type failoverOptions struct {
-	to, from     string
-	kubeconfig   string
-	domain       string
-	epoch        uint64
-	maxEpochStep uint64
-	wait         bool
-	timeout      time.Duration
+	to, from       string
+	kubeconfig     string
+	domain         string
+	epoch          uint64
+	maxEpochStep   uint64
+	wait           bool
+	timeout        time.Duration
+	quiesceTimeout time.Duration
 }
 
 func newFailoverCommand() *cobra.Command {
@@ -51,8 +55,11 @@ It reads the Fence objects of --to and of --from (the old holder), and raises
 
 With --wait it follows both Fences until --to is Holding and Enforced (every
 fencegate replica applies the new state and every Component is re-marked) and
---from says ClusterFenced and Enforced, printing a timeline. When --from is not
-given or its API server does not answer, it waits for --to only, and says so.
+--from says ClusterFenced and Enforced, printing a timeline. Then it waits up
+to --quiesce-timeout for --from's held actuators (the kinds its fencegate holds)
+to go quiet: its Fence's Quiesced condition, at once when it holds none. When
+--from is not given or its API server does not answer, it waits for --to only,
+and says so.
 
 Before patching anything it checks the epoch's step: the fence authority
 refuses an epoch more than its --max-epoch-step above the highest epoch of the
@@ -63,7 +70,9 @@ Exit codes: 0 done (or, without --wait, the epoch raised); 1 an error before or
 while raising the epoch; 2 not done within --timeout; 3 refused: the epoch is
 too large a step (checked before patching, or the authority's answer while
 waiting), --to is regressed, its authority is unreachable, permission is
-denied, or another cluster holds the fence at a higher epoch. Each non-zero
+denied, or another cluster holds the fence at a higher epoch; 4 done, but
+--from's held actuators did not all go quiet within --quiesce-timeout (the
+message says what still runs). Each non-zero
 exit says why; a timeout or a refusal while waiting also says where the
 clusters stand.
 
@@ -82,7 +91,8 @@ Whoever may patch fences may fail over: bind operators to the chart's
 	fs.Uint64Var(&o.epoch, "epoch", 0, "the epoch to raise --to's spec.epoch to (default: one above the holder's)")
 	fs.Uint64Var(&o.maxEpochStep, "max-epoch-step", statemachine.DefaultMaxEpochStep, "the fence authority's --max-epoch-step: refuse, before patching, an epoch more than this above the highest epoch the Fences show")
 	fs.BoolVar(&o.wait, "wait", false, "wait until --to holds the fence and enforces it, and --from is fenced and enforces it")
-	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits for the failover")
+	fs.DurationVar(&o.quiesceTimeout, "quiesce-timeout", 2*time.Minute, "how long --wait then waits for --from's held actuators to go quiet (0: not at all)")
 	return cmd
 }
 
@@ -97,6 +107,9 @@ func (o *failoverOptions) run(cmd *cobra.Command) error {
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
+	if o.quiesceTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--quiesce-timeout %s: must not be negative", o.quiesceTimeout))
+	}
 	if o.maxEpochStep == 0 {
 		errs = append(errs, errors.New("--max-epoch-step 0: want at least 1, the fence authority's --max-epoch-step"))
 	}
@@ -107,7 +120,7 @@ func (o *failoverOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	opts := failover.Options{Domain: o.domain, To: to, Epoch: o.epoch, MaxEpochStep: o.maxEpochStep, Wait: o.wait, Timeout: o.timeout, Out: cmd.OutOrStdout()}
+	opts := failover.Options{Domain: o.domain, To: to, Epoch: o.epoch, MaxEpochStep: o.maxEpochStep, Wait: o.wait, Timeout: o.timeout, QuiesceTimeout: o.quiesceTimeout, Out: cmd.OutOrStdout()}
 	if o.from != "" {
 		from, err := o.cluster(o.from)
 		if err != nil {
@@ -125,9 +138,11 @@ func (o *failoverOptions) run(cmd *cobra.Command) error {
 
 // withFailoverExitCode gives an error of failover.Run its exit code: 2 for
 // the timeout, 3 for a refusal (the epoch's step, checked before patching,
-// or the target's answer while waiting), 1 for any other.
+// or the target's answer while waiting), 4 for an old holder that did not
+// quiesce, 1 for any other.
 func withFailoverExitCode(err error) error {
 	var timeout *failover.TimeoutError
+	var loud *failover.QuiesceTimeoutError
 	var refused *failover.RefusedError
 	var step *failover.StepError
 	switch {
@@ -135,6 +150,8 @@ func withFailoverExitCode(err error) error {
 		return &exitCodeError{code: exitFailoverTimeout, err: err}
 	case errors.As(err, &refused), errors.As(err, &step):
 		return &exitCodeError{code: exitFailoverRefused, err: err}
+	case errors.As(err, &loud):
+		return &exitCodeError{code: exitFailoverNotQuiesced, err: err}
 	}
 	return err
 }
