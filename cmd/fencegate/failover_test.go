@@ -54,6 +54,7 @@ func TestFailoverExitCodes(t *testing.T) {
 		"an error before raising": {err: errors.New("read Fence"), want: 1},
 		"the timeout":             {err: &failover.TimeoutError{Timeout: time.Minute}, want: exitFailoverTimeout},
 		"refused while waiting":   {err: &failover.RefusedError{Refused: failover.Refused{Why: "permission denied"}}, want: exitFailoverRefused},
+		"done, but not quiet":     {err: &failover.QuiesceTimeoutError{Timeout: time.Minute, Quiesced: "1 of 2 held objects have not gone quiet"}, want: exitFailoverNotQuiesced},
 		"the epoch's step, checked before patching": {
 			err:  fmt.Errorf("plan: %w", &failover.StepError{Plan: failover.Plan{Epoch: 5000, Highest: 2}, MaxStep: 1000}),
 			want: exitFailoverRefused,
