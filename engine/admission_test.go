@@ -162,6 +162,22 @@ func equivalenceRequests(t testing.TB) []equivalenceCase {
 			`"kind":{"group":"components.fencegate.dev","kind":"Component"},"object":{"metadata":{"annotations":{"fencegate.dev/epoch":"1","fencegate.dev/epoch":"7"}}}}}`)},
 		equivalenceCase{"large update", enginetest.LargeUpdate(t)},
 	)
+	// A kind the config may fence beside Components: a person's writes,
+	// and the hold controller's patches, which name their field manager.
+	cronJob := []byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"report","namespace":"default"},"spec":{"suspend":false}}`)
+	held := []byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"report","namespace":"default"},"spec":{"suspend":true}}`)
+	for _, c := range []struct {
+		name string
+		r    engine.ReviewRequest
+	}{
+		{"CronJob created", engine.ReviewRequest{Operation: "CREATE", Object: cronJob, Username: "alice"}},
+		{"CronJob edited", engine.ReviewRequest{Operation: "UPDATE", Object: cronJob, OldObject: held, Username: "alice"}},
+		{"CronJob held", engine.ReviewRequest{Operation: "UPDATE", Object: held, OldObject: cronJob, Username: "system:serviceaccount:fencegate:fencegate", FieldManager: "fencegate-hold"}},
+		{"CronJob held by an impostor", engine.ReviewRequest{Operation: "UPDATE", Object: held, OldObject: cronJob, Username: "alice", FieldManager: "fencegate-hold"}},
+		{"CronJob deleted", engine.ReviewRequest{Operation: "DELETE", OldObject: cronJob, Username: "alice"}},
+	} {
+		cases = append(cases, equivalenceCase{c.name, enginetest.Review(t, c.r)})
+	}
 	return cases
 }
 
@@ -287,8 +303,8 @@ func TestAdmitAsTheReference(t *testing.T) {
 	configs := map[string]string{
 		"defaults": "",
 		"deny": `{"enforcement": "deny", "exempt_users": ["root-admin"], "exempt_groups": ["break-glass"],
-			"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
-		"warn":   `{"enforcement": "warn", "exempt_groups": ["break-glass"], "controller_users": ["system:serviceaccount:fencegate:fencegate"]}`,
+			"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`,
+		"warn":   `{"enforcement": "warn", "exempt_groups": ["break-glass"], "controller_users": ["system:serviceaccount:fencegate:fencegate"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`,
 		"dryrun": `{"enforcement": "dryrun", "exempt_users": ["root-admin"]}`,
 	}
 	policySets := map[string]map[string]string{"shipped": nil, "custom": customPolicies}

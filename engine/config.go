@@ -20,6 +20,7 @@ const (
 	configExemptGroups     = "exempt_groups"
 	configExemptNamespaces = "exempt_namespaces"
 	configControllerUsers  = "controller_users"
+	configFencedKinds      = "fenced_kinds"
 )
 
 // Enforcement modes of data.fencegate.config.enforcement.
@@ -29,7 +30,7 @@ var enforcementModes = []string{"deny", "warn", "dryrun"}
 // all the keys the shipped policies read.
 var (
 	nameListKeys    = []string{configExemptUsers, configExemptGroups, configExemptNamespaces, configControllerUsers}
-	knownConfigKeys = append([]string{configEnforcement}, nameListKeys...)
+	knownConfigKeys = append([]string{configEnforcement, configFencedKinds}, nameListKeys...)
 )
 
 // loadConfig reads the config files (YAML or JSON objects) into the value of
@@ -116,7 +117,37 @@ func checkConfig(values map[string]any) error {
 			}
 		}
 	}
+	errs = append(errs, checkFencedKinds(values[configFencedKinds])...)
 	return errors.Join(errs...)
+}
+
+// checkFencedKinds checks fenced_kinds: a list of {"group", "kind"}, the
+// group "" (or left out) for the core API group.
+func checkFencedKinds(v any) []error {
+	if v == nil {
+		return nil
+	}
+	list, isList := v.([]any)
+	if !isList {
+		return []error{fmt.Errorf("%s: want a list of {group, kind}, got %s", configFencedKinds, jsonKind(v))}
+	}
+	var errs []error
+	for i, item := range list {
+		k, isObject := item.(map[string]any)
+		kind, hasKind := k["kind"].(string)
+		group, hasGroup := k["group"].(string)
+		switch {
+		case !isObject:
+			errs = append(errs, fmt.Errorf("%s[%d]: want {group, kind}, got %s", configFencedKinds, i, jsonText(item)))
+		case !hasKind || kind == "":
+			errs = append(errs, fmt.Errorf("%s[%d].kind: want a kind such as CronJob, got %s", configFencedKinds, i, jsonText(k["kind"])))
+		case !hasGroup && k["group"] != nil:
+			errs = append(errs, fmt.Errorf("%s[%d].group: want an API group such as batch (\"\" for the core group), got %s", configFencedKinds, i, jsonText(k["group"])))
+		case group == "components.fencegate.dev" && kind == "Component":
+			errs = append(errs, fmt.Errorf("%s[%d]: Components are always fenced: leave them out", configFencedKinds, i))
+		}
+	}
+	return errs
 }
 
 // jsonKind names the JSON type of a decoded value, for error messages.

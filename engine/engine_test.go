@@ -158,6 +158,15 @@ func TestNewErrors(t *testing.T) {
 			configFile: config("exempt_groups: [sre, \"\"]\ncontroller_users: [1]\n"),
 			want:       []string{`exempt_groups[1]: want a non-empty name, got ""`, "controller_users[0]: want a non-empty name, got 1"},
 		},
+		"fenced kinds that are not kinds": {
+			configFile: config("fenced_kinds: [CronJob, {group: batch}, {group: 1, kind: CronJob}, {group: components.fencegate.dev, kind: Component}]\n"),
+			want: []string{
+				`fenced_kinds[0]: want {group, kind}, got "CronJob"`,
+				"fenced_kinds[1].kind: want a kind such as CronJob, got null",
+				"fenced_kinds[2].group: want an API group such as batch",
+				"fenced_kinds[3]: Components are always fenced: leave them out",
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

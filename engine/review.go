@@ -35,6 +35,9 @@ type ReviewRequest struct {
 	Groups   []string
 	// DryRun marks a request that persists nothing.
 	DryRun bool
+	// FieldManager is the request's field manager (its options), as a
+	// writer names itself: fencegate's hold controller is fencegate-hold.
+	FieldManager string
 }
 
 // BuildReview builds the AdmissionReview (admission.k8s.io/v1) the API server
@@ -100,6 +103,7 @@ func BuildReview(r ReviewRequest) ([]byte, error) {
 			Object:             runtime.RawExtension{Raw: r.Object},
 			OldObject:          runtime.RawExtension{Raw: r.OldObject},
 			DryRun:             &dryRun,
+			Options:            options(op, r.FieldManager),
 		},
 	}
 	body, err := json.Marshal(review)
@@ -107,4 +111,23 @@ func BuildReview(r ReviewRequest) ([]byte, error) {
 		return nil, fmt.Errorf("encode AdmissionReview: %w", err)
 	}
 	return body, nil
+}
+
+// options are the request's options as the API server sends them
+// (CreateOptions, UpdateOptions, DeleteOptions), with the field manager of
+// a create or update.
+func options(op admissionv1.Operation, fieldManager string) runtime.RawExtension {
+	var opts any
+	switch op {
+	case admissionv1.Create:
+		opts = metav1.CreateOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "CreateOptions"}, FieldManager: fieldManager}
+	case admissionv1.Update:
+		opts = metav1.UpdateOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "UpdateOptions"}, FieldManager: fieldManager}
+	case admissionv1.Delete:
+		opts = metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "DeleteOptions"}}
+	default:
+		return runtime.RawExtension{}
+	}
+	raw, _ := json.Marshal(opts) // options of plain fields always encode
+	return runtime.RawExtension{Raw: raw}
 }

@@ -1,4 +1,5 @@
-# Admission of Component changes: the webhook evaluates
+# Admission of Component changes (and of the other fenced kinds the
+# configuration names, settings.fenced_kinds): the webhook evaluates
 # data.fencegate.admission.decision for every AdmissionReview it receives
 # (input is the AdmissionReview, so the request is input.request).
 #
@@ -40,21 +41,39 @@ decision := {
 # ---------------------------------------------------------------------------
 # What is being asked.
 
-# Only Components are fenced; anything else the webhook may be sent is
+# Components are fenced, and so are the kinds the configuration names
+# (settings.fenced_kinds); anything else the webhook may be sent is
 # admitted untouched.
-component if {
+fenced_kind if {
 	input.request.kind.group == "components.fencegate.dev"
 	input.request.kind.kind == "Component"
 }
 
+fenced_kind if {
+	some k in settings.fenced_kinds
+	input.request.kind.group == k.group
+	input.request.kind.kind == k.kind
+}
+
 creates_or_updates if {
-	component
+	fenced_kind
 	input.request.operation in {"CREATE", "UPDATE"}
 }
 
 deletes if {
-	component
+	fenced_kind
 	input.request.operation == "DELETE"
+}
+
+# fencegate's hold controller holding or releasing an actuator's object
+# (field manager fencegate-hold, as fencegate's service account): always
+# admitted, and neither stamped nor marked, so that a release restores the
+# object exactly.
+hold_patch if {
+	input.request.operation == "UPDATE"
+	input.request.options.fieldManager == "fencegate-hold"
+	some user in settings.controller_users
+	input.request.userInfo.username == user
 }
 
 status_update if input.request.subResource == "status"
@@ -93,7 +112,7 @@ exempt if {
 # not compared: a Component being deleted acts no more, and a decision
 # keyed on specs would be remembered once per spec.)
 finalizing if {
-	component
+	fenced_kind
 	input.request.operation == "UPDATE"
 	object.get(input.request.oldObject, ["metadata", "deletionTimestamp"], null) != null
 	old_finalizers := object.get(input.request.oldObject, ["metadata", "finalizers"], [])
@@ -113,6 +132,7 @@ not_permitted if {
 	not ownership.holds
 	not controller_status_update
 	not finalizing
+	not hold_patch
 }
 
 # ... and nothing exempts it.
@@ -171,8 +191,18 @@ malformed_denial := sprintf(
 	[write_token_annotation, json.marshal(asserted_write_token)],
 )
 
-# The denial message: where this cluster stands and what to do.
-denial := concat("", ["fencegate: ", ownership.explanation])
+# The denial message: where this cluster stands and what to do, and for a
+# kind other than Component, that it is fenced as Components are. (It names
+# the kind, not the object: the engine remembers decisions by what they
+# read, and the object's name would make every object a decision of its
+# own.)
+denial := concat("", ["fencegate: ", kind_clause, ownership.explanation])
+
+default kind_clause := ""
+
+kind_clause := sprintf("%s is a kind fenced like Components here (admission.kinds). ", [input.request.kind.kind]) if {
+	not input.request.kind.kind == "Component"
+}
 
 default allowed := true
 
@@ -288,6 +318,7 @@ stamps := {
 stamped if {
 	creates_or_updates
 	not status_update
+	not hold_patch
 	allowed
 }
 

@@ -400,3 +400,70 @@ test_deletes_ignore_write_tokens if {
 	d := decide(request("DELETE", {"object": null, "oldObject": asserting("1")}), active, config)
 	d.allowed
 }
+
+# ---------------------------------------------------------------------------
+# Other fenced kinds (settings.fenced_kinds): an actuator's objects.
+
+cronjob := {
+	"apiVersion": "batch/v1",
+	"kind": "CronJob",
+	"metadata": {"name": "report", "namespace": "default"},
+	"spec": {"schedule": "* * * * *", "suspend": false},
+}
+
+cronjob_request(operation, fields) := request(operation, object.union(
+	{
+		"kind": {"group": "batch", "version": "v1", "kind": "CronJob"},
+		"resource": {"group": "batch", "version": "v1", "resource": "cronjobs"},
+		"name": "report",
+		"object": cronjob,
+		"oldObject": cronjob,
+	},
+	fields,
+))
+
+fenced_cronjobs := object.union(config, {"fenced_kinds": [{"group": "batch", "kind": "CronJob"}]})
+
+hold_options := {"options": {"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions", "fieldManager": "fencegate-hold"}}
+
+test_a_kind_not_configured_is_admitted_untouched if {
+	every status in not_holding {
+		d := decide(cronjob_request("UPDATE", {}), fence(status), config)
+		d.allowed
+		d.patch == []
+	}
+}
+
+test_a_configured_kind_is_denied_while_not_holding if {
+	every status in not_holding {
+		d := decide(cronjob_request("UPDATE", {}), fence(status), fenced_cronjobs)
+		not d.allowed
+		d.reasons == [concat("", ["fencegate: CronJob is a kind fenced like Components here (admission.kinds). ", explanation(fence(status))])]
+	}
+}
+
+test_a_configured_kind_is_stamped_on_the_holder if {
+	d := decide(cronjob_request("CREATE", {}), active, fenced_cronjobs)
+	d.allowed
+	d.patch == [{"op": "add", "path": "/metadata/annotations", "value": {"fencegate.dev/epoch": "7", "fencegate.dev/token": "1042"}}]
+}
+
+test_a_configured_kind_may_be_deleted_while_not_holding if {
+	d := decide(cronjob_request("DELETE", {}), fence("fenced"), fenced_cronjobs)
+	d.allowed
+}
+
+test_the_hold_controllers_patches_are_admitted_and_never_marked if {
+	every status in array.concat(not_holding, ["active"]) {
+		state := object.union(fence(status), {"status": status})
+		d := decide(cronjob_request("UPDATE", object.union(hold_options, {"userInfo": {"username": "system:serviceaccount:fencegate:fencegate"}})), state, fenced_cronjobs)
+		d.allowed
+		d.patch == []
+		d.warnings == []
+	}
+}
+
+test_fencegate_hold_as_field_manager_opens_nothing_to_anyone_else if {
+	d := decide(cronjob_request("UPDATE", hold_options), fence("fenced"), fenced_cronjobs)
+	not d.allowed
+}

@@ -9,6 +9,7 @@
 #   exempt_groups:     [group name, ...]
 #   exempt_namespaces: [namespace, ...]
 #   controller_users:  ["system:serviceaccount:<namespace>:<name>", ...]
+#   fenced_kinds:      [{"group": "batch", "kind": "CronJob"}, ...]
 package fencegate.settings
 
 # enforcement decides what happens to a change this cluster may not make:
@@ -32,3 +33,11 @@ exempt_namespaces := {ns | some ns in data.fencegate.config.exempt_namespaces}
 # updates of the status subresource are always admitted, so that the
 # controller can report why a Component is held.
 controller_users := {user | some user in data.fencegate.config.controller_users}
+
+# The kinds whose creates and updates are fenced as Components' are, beside
+# Components themselves (the chart's admission.kinds, whose webhook rules
+# send them here): {"group", "kind"} pairs; the core group is "".
+fenced_kinds := {{"group": object.get(k, "group", ""), "kind": k.kind} |
+	some k in data.fencegate.config.fenced_kinds
+	is_string(k.kind)
+}
