@@ -108,7 +108,7 @@ func (i *instance) publishHold(ctx context.Context) {
 }
 
 // sync brings this instance's entry in line with the fence state, and the
-// enforced gauge with the Fence.
+// enforced and quiesced gauges with the Fence.
 func (i *instance) sync(ctx context.Context) {
 	o := i.k.opts
 	var f fencegatev1alpha1.Fence
@@ -125,6 +125,10 @@ func (i *instance) sync(ctx context.Context) {
 		i.k.metrics.enforced.Set(1)
 	} else {
 		i.k.metrics.enforced.Set(0)
+	}
+	i.k.metrics.quiesced.Reset()
+	if c := meta.FindStatusCondition(f.Status.Conditions, fencegatev1alpha1.ConditionQuiesced); c != nil {
+		i.k.metrics.quiesced.WithLabelValues(string(c.Status), c.Reason).Set(1)
 	}
 	if state, ok := o.Fence.Fence(); ok {
 		i.applyEntry(ctx, &f, state)

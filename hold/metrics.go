@@ -1,9 +1,9 @@
 package hold
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencegate/fencegate/internal/promreg"
 )
 
 type metrics struct {
@@ -22,12 +22,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Holds and releases that failed (a patch refused, a record that is not fencegate's), by domain and kind; they are retried.",
 		}, []string{"domain", "kind"}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.actions, m.failures} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register hold metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(reg, "hold controller", m.actions, m.failures); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
