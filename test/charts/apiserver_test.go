@@ -81,6 +81,8 @@ func TestChartsOnAnAPIServer(t *testing.T) {
 	t.Run("install and upgrade keep the injected certificates", func(t *testing.T) { testInstallUpgrade(t, h, cp) })
 	t.Run("fencegate run keeps its Fence with the chart's RBAC", func(t *testing.T) { testRunWithTheChartsRBAC(t, cp) })
 	t.Run("the failover ClusterRole lets a group patch this Fence only", func(t *testing.T) { testFailoverRole(t, cp) })
+	// Last: it upgrades the release with hold kinds.
+	t.Run("hold.kinds lets fencegate watch and patch the held kinds only", func(t *testing.T) { testHoldRole(t, h, cp) })
 }
 
 // testRunWithTheChartsRBAC runs a real `fencegate run`, configured as the

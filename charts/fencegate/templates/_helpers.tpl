@@ -184,3 +184,22 @@ as a YAML flow list; a domain given twice is served once.
 {{- define "fencegate.domains" -}}
 [{{ prepend (.Values.domains | default list) .Values.domain | uniq | join ", " }}]
 {{- end }}
+
+{{- /*
+fencegate.validateHold fails the render on hold settings fencegate run would
+refuse, or that would bypass the chart's RBAC: the hold controller gets its
+rights on exactly hold.kinds, so extraEnv must not name kinds of its own.
+*/}}
+{{- define "fencegate.validateHold" -}}
+{{- range .Values.extraEnv }}
+{{- if has (toString .name) (list "FENCEGATE_HOLD_KINDS" "FENCEGATE_HOLD_QUIET_FOR") }}
+{{- fail (printf "extraEnv sets %s: set hold.kinds and hold.quietFor instead; the chart grants fencegate get, list, watch and patch on exactly the kinds of hold.kinds" .name) }}
+{{- end }}
+{{- end }}
+{{- if .Values.hold.kinds }}
+{{- $quiet := include "fencegate.nanoseconds" (dict "name" "hold.quietFor" "value" .Values.hold.quietFor) | float64 }}
+{{- if le $quiet 0.0 }}
+{{- fail (printf "hold.quietFor (%s) must be above zero: it is how long a held object must stay quiet before it counts as quiet (fencegate run --hold-quiet-for)" (toString .Values.hold.quietFor)) }}
+{{- end }}
+{{- end }}
+{{- end }}
