@@ -195,7 +195,11 @@ func (r *runner) follow(ctx context.Context, p *Progress, target, holder *fenceg
 		}
 		switch {
 		case ob.Done && (ob.Quiesced || !p.WithHolder || o.QuiesceTimeout <= 0):
-			r.printf("failover complete in %s: %s\n", r.since(), r.summary(target, p.WithHolder))
+			summary := r.summary(target, p.WithHolder)
+			if ob.Quiesced {
+				summary += ", and its held actuators are quiet"
+			}
+			r.printf("failover complete in %s: %s\n", r.since(), summary)
 			return nil
 		case ob.Done && quiesce == nil:
 			r.printf("   waiting up to %s for %s's held actuators to go quiet\n", o.QuiesceTimeout, o.From.Context)

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -110,8 +111,22 @@ type Options struct {
 	// AuditLog makes each control plane log every request it answers
 	// (cluster.Options.AuditLog).
 	AuditLog bool
+	// HoldKinds are the resources fencegate holds (--hold-kinds,
+	// resource.group); HoldQuietFor is --hold-quiet-for (its default
+	// when zero).
+	HoldKinds    []string
+	HoldQuietFor time.Duration
+	// FencedKinds are the kinds fenced like Components
+	// (data.fencegate.config's fenced_kinds, and the webhooks' rules), each
+	// with its resource.
+	FencedKinds []FencedKind
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
+}
+
+// FencedKind is a kind fenced like Components, and its resource.
+type FencedKind struct {
+	Group, Kind, Resource string
 }
 
 // Stack is a running authority and its clusters.
@@ -228,6 +243,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		}
 		config += "exempt_groups: " + string(exempt) + "\n"
 	}
+	for i, k := range opts.FencedKinds {
+		if i == 0 {
+			config += "fenced_kinds:\n"
+		}
+		config += fmt.Sprintf("  - {group: %q, kind: %q}\n", k.Group, k.Kind)
+	}
 	if err := os.WriteFile(s.configPath(), []byte(config), 0o600); err != nil {
 		return s, fmt.Errorf("write fencegate config: %w", err)
 	}
@@ -296,7 +317,11 @@ func (s *Stack) AddCluster(ctx context.Context, spec ClusterSpec) (*Cluster, err
 func (s *Stack) startCluster(ctx context.Context, spec ClusterSpec) error {
 	label := spec.label()
 	s.opts.Say("starting control plane %q (kube-apiserver + etcd)", label)
-	webhooks := cluster.ComponentWebhooks()
+	var fenced []schema.GroupResource
+	for _, k := range s.opts.FencedKinds {
+		fenced = append(fenced, schema.GroupResource{Group: k.Group, Resource: k.Resource})
+	}
+	webhooks := cluster.ComponentWebhooks(fenced...)
 	cp, err := cluster.Start(cluster.Options{Name: label, Webhooks: webhooks, RestoreFrom: spec.RestoreFrom, AuditLog: s.opts.AuditLog})
 	if err != nil {
 		return err
@@ -454,6 +479,12 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 	}
 	if len(s.opts.Domains) > 0 {
 		args = append(args, "--domains", strings.Join(s.opts.Domains, ","))
+	}
+	if len(s.opts.HoldKinds) > 0 {
+		args = append(args, "--hold-kinds", strings.Join(s.opts.HoldKinds, ","))
+	}
+	if s.opts.HoldQuietFor > 0 {
+		args = append(args, "--hold-quiet-for", s.opts.HoldQuietFor.String())
 	}
 	name := fmt.Sprintf("%s-epoch%d", c.Label, c.Epoch)
 	if c.started > 0 {
