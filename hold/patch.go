@@ -36,7 +36,9 @@ func (p *patcher) set(path []string, raw json.RawMessage) {
 }
 
 func (p *patcher) add(path []string, v any) {
-	p.ops = append(p.ops, Op{Op: "add", Path: pointer(path), Value: v})
+	// The operation keeps a copy: later operations change the copy's
+	// value in place (a parent made here gains its field).
+	p.ops = append(p.ops, Op{Op: "add", Path: pointer(path), Value: runtime.DeepCopyJSONValue(v)})
 	parent, _ := lookupObject(p.obj, path[:len(path)-1])
 	parent[path[len(path)-1]] = v
 }

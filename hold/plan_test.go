@@ -85,6 +85,15 @@ func TestPlanHoldThenRelease(t *testing.T) {
 			if err != nil || step.Action != Holding {
 				t.Fatalf("Plan(hold) = %v, %v: want a hold", step, err)
 			}
+			// A parent made for a field is made empty: the field is an
+			// operation of its own.
+			for i, op := range step.Patch {
+				for _, later := range step.Patch[i+1:] {
+					if strings.HasPrefix(later.Path, op.Path+"/") && !reflect.DeepEqual(op.Value, map[string]any{}) {
+						t.Errorf("operation %d makes parent %s with %v, want {}", i, op.Path, op.Value)
+					}
+				}
+			}
 			held := apply(t, tc.obj, step)
 			for _, f := range tc.fields {
 				if v, _ := lookup(held, f.Path); !reflect.DeepEqual(v, f.Value) {
