@@ -25,33 +25,36 @@ var ErrNoHoldPolicy = errors.New("the policies define no data.fencegate.hold.dec
 type HoldDecision struct {
 	// Kind names the rule (or rules, joined by ",") the object falls
 	// under; "" for an object of no held kind.
-	Kind string
+	Kind string `json:"kind"`
 	// Hold is true while the object's actuator must not act here.
-	Hold bool
+	Hold bool `json:"hold"`
 	// Fields are what holding sets, and so what releasing undoes.
-	Fields []HoldField
+	Fields []HoldField `json:"fields"`
 	// Quiet is true when every field is at its held value and the
 	// actuator reports nothing still running.
-	Quiet bool
+	Quiet bool `json:"quiet"`
 	// Activity says what still runs, for a person; "" when quiet.
-	Activity string
+	Activity string `json:"activity"`
 	// Parents are the objects that could revert a hold of this one.
-	Parents []ObjectRef
+	Parents []ObjectRef `json:"parents"`
 }
 
 // HoldField is one field a hold sets.
 type HoldField struct {
 	// Path is the field's path from the object's root, one key per
 	// element: ["spec", "suspend"].
-	Path []string
+	Path []string `json:"path"`
 	// Value is what holding sets the field to.
-	Value any
+	Value any `json:"value"`
 }
 
 // ObjectRef names an object by group, kind, namespace and name; a part
 // the object naming it does not know is "".
 type ObjectRef struct {
-	Group, Kind, Namespace, Name string
+	Group     string `json:"group"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // Hold evaluates data.fencegate.hold.decision for an object of domain

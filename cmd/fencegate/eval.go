@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fencegate/fencegate/engine"
+	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/hold"
 )
 
 // Exit codes of fencegate eval.
@@ -40,6 +42,7 @@ type evalOptions struct {
 	policyDir   string
 	dryRun      bool
 	output      string
+	hold        bool
 }
 
 func newEvalCommand() *cobra.Command {
@@ -58,14 +61,25 @@ it (docs/design.md, "data.fence"), in JSON or YAML. An "active" state whose
 valid_until_ns has passed is decided as "unknown", as on a cluster; leave
 valid_until_ns out (or 0) for a state without a bound.
 
+With --hold, the object is an actuator's (a CronJob, a Flux Kustomization,
+…) and eval decides data.fencegate.hold for it instead, as the hold
+controller would: whether it is held, the fields that hold it, whether it
+has gone quiet, and the JSON patch the controller would send (none when the
+object is already as the decision wants it).
+
 Exit status: 0 when the request is allowed, 1 when it is denied, 2 when an
-input is wrong (the message names the file and the problem).`,
+input is wrong (the message names the file and the problem). With --hold: 0
+when the object would be left to act, 1 when it would be held, 2 for wrong
+input.`,
 		Example: `  # Would west, fenced by east, admit this change?
   fencegate eval -f billing.yaml --fence west-fenced.json --operation UPDATE --old-file billing-live.yaml
 
   # Try an edited policy with a break-glass group, as JSON
   fencegate eval --policy-dir ./policies --config config.yaml -f billing.yaml --fence fence.json \
-      --user oncall --group platform:break-glass -o json`,
+      --user oncall --group platform:break-glass -o json
+
+  # Would west's fencegate hold this CronJob, and with what patch?
+  fencegate eval --hold -f report-cronjob.yaml --fence west-fenced.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := o.run(cmd)
@@ -91,6 +105,7 @@ input is wrong (the message names the file and the problem).`,
 	fs.StringVar(&o.policyDir, "policy-dir", "", "directory of the policies (default: the policies built into fencegate)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "mark the request as a dry run (kubectl --dry-run=server)")
 	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	fs.BoolVar(&o.hold, "hold", false, "decide data.fencegate.hold for an actuator's object (-f) instead of admission: held or not, and the patch the hold controller would send")
 	return cmd
 }
 
@@ -113,6 +128,9 @@ func (o *evalOptions) run(cmd *cobra.Command) error {
 	}
 	if o.output != "text" && o.output != "json" {
 		return fmt.Errorf("--output %q: want text or json", o.output)
+	}
+	if o.hold {
+		return o.runHold(cmd)
 	}
 	op := strings.ToUpper(o.operation)
 	if op != "CREATE" && op != "UPDATE" && op != "DELETE" {
@@ -189,6 +207,115 @@ func (o *evalOptions) run(cmd *cobra.Command) error {
 		return &exitCodeError{code: evalExitDenied, err: errors.New("the request is denied")}
 	}
 	return nil
+}
+
+// holdOutput is what --hold -o json prints.
+type holdOutput struct {
+	Decision engine.HoldDecision `json:"decision"`
+	// Action is what the hold controller would do: "hold", "release" or
+	// "" (nothing); Patch the JSON patch it would send.
+	Action hold.Action `json:"action"`
+	Patch  []hold.Op   `json:"patch"`
+	// Fence is the fence state the policies saw.
+	Fence fencestate.State `json:"fence"`
+}
+
+// runHold decides data.fencegate.hold for the object, as the hold
+// controller would, with the fence state's domain.
+func (o *evalOptions) runHold(cmd *cobra.Command) error {
+	if o.oldFile != "" || o.subResource != "" || cmd.Flags().Changed("operation") {
+		return errors.New("--operation, --old-file and --subresource are for admission: --hold decides an object as it is")
+	}
+	raw, err := readObject(o.file)
+	if err != nil {
+		return err
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	state, err := readFence(o.fenceFile)
+	if err != nil {
+		return err
+	}
+	e, err := engine.New(engine.Options{PolicyDir: o.policyDir, ConfigFile: o.configFile, Logger: logr.Discard()})
+	if err != nil {
+		return err
+	}
+	if err := e.WriteFence(cmd.Context(), state); err != nil {
+		return fmt.Errorf("%s: %w", o.fenceFile, err)
+	}
+	d := state.Domain
+	if d == "" {
+		d = fenceagent.DefaultDomain
+	}
+	decision, err := e.Hold(cmd.Context(), d, obj)
+	if err != nil {
+		return fmt.Errorf("evaluate the hold policy: %w", err)
+	}
+	step, err := hold.Plan(obj, decision)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	fence, _ := e.Fence(d)
+	out := holdOutput{Decision: decision, Action: step.Action, Patch: step.Patch, Fence: fence}
+	if out.Patch == nil {
+		out.Patch = []hold.Op{}
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		err = enc.Encode(out)
+	} else {
+		err = printHold(cmd.OutOrStdout(), out)
+	}
+	if err != nil {
+		return fmt.Errorf("print the decision: %w", err)
+	}
+	if decision.Hold {
+		return &exitCodeError{code: evalExitDenied, err: errors.New("the object is held")}
+	}
+	return nil
+}
+
+func printHold(w io.Writer, out holdOutput) error {
+	var b strings.Builder
+	d := out.Decision
+	switch {
+	case d.Kind == "":
+		b.WriteString("NOT HELD: of no held kind (no rule of data.fencegate.hold matches it)\n")
+	case d.Hold:
+		fmt.Fprintf(&b, "HELD: rule %s\n", d.Kind)
+	default:
+		fmt.Fprintf(&b, "ACTS: rule %s (this cluster holds the fence of its domain)\n", d.Kind)
+	}
+	for _, f := range d.Fields {
+		value, err := json.Marshal(f.Value)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "  field %s held at %s\n", strings.Join(f.Path, "."), value)
+	}
+	if d.Quiet {
+		b.WriteString("quiet: yes\n")
+	} else {
+		fmt.Fprintf(&b, "quiet: no: %s\n", d.Activity)
+	}
+	for _, p := range d.Parents {
+		fmt.Fprintf(&b, "parent that could revert the hold: %s.%s %s/%s\n", p.Kind, p.Group, p.Namespace, p.Name)
+	}
+	if out.Action != hold.Nothing {
+		ops, err := json.Marshal(out.Patch)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "the hold controller would %s it: %s\n", out.Action, ops)
+	}
+	f := out.Fence
+	fmt.Fprintf(&b, "fence: %s of domain %s (this cluster %s@%d)\n", f.Status, f.Domain, f.Cluster.Name, f.Cluster.Epoch)
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // readObject reads one Kubernetes object from a YAML or JSON file and

@@ -62,6 +62,9 @@ decision := {"allowed": false, "reasons": ["custom policy says no"], "warnings":
 decision := {"hold": true, "reason": "FenceUnknown", "message": "custom"}
 `,
 		"broken-policies/admission.rego": "package fencegate.admission\n\ndecision := {\n",
+		"cronjob.yaml":    "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: report, namespace: billing, resourceVersion: '41'}\nspec: {schedule: '0 3 * * *', suspend: false}\n",
+		"held.yaml":       "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: report, namespace: billing, annotations: {fencegate.dev/held: '{\"fields\":[{\"path\":[\"spec\",\"suspend\"],\"value\":true,\"prior\":false}]}'}, managedFields: [{manager: fencegate-hold, operation: Update, fieldsV1: {f:spec: {f:suspend: {}}}}]}\nspec: {schedule: '0 3 * * *', suspend: true}\n",
+		"configmap.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
 	}
 	paths := map[string]string{}
 	for name, content := range files {
@@ -163,6 +166,62 @@ func TestEval(t *testing.T) {
 		"old file for create":  {args: []string{"-f", f("component.yaml"), "--fence", f("active.json"), "--old-file", f("old.yaml")}, wantCode: 2, wantErr: "--old-file is for UPDATE"},
 		"bad output":           {args: []string{"-f", f("component.yaml"), "--fence", f("active.json"), "-o", "yaml"}, wantCode: 2, wantErr: `--output "yaml": want text or json`},
 		"unknown flag":         {args: []string{"--nope"}, wantCode: 2, wantErr: "unknown flag: --nope"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, code, err := runEval(t, tc.args...)
+			if code != tc.wantCode {
+				t.Errorf("exit code %d (%v), want %d\n%s", code, err, tc.wantCode, out)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			for _, want := range tc.wantOut {
+				if !strings.Contains(out, want) {
+					t.Errorf("output does not contain %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestEvalHold(t *testing.T) {
+	files := evalFiles(t)
+	f := func(name string) string { return files[name] }
+	tests := map[string]struct {
+		args     []string
+		wantCode int
+		wantOut  []string
+		wantErr  string
+	}{
+		"a fenced cluster holds a CronJob, with the patch it would send": {
+			args:     []string{"--hold", "-f", f("cronjob.yaml"), "--fence", f("fenced.yaml")},
+			wantCode: 1,
+			wantOut: []string{"HELD: rule cronjob\n", "field spec.suspend held at true", "quiet: no: CronJob billing/report: spec.suspend is not true",
+				`the hold controller would hold it: [{"op":"test","path":"/metadata/resourceVersion","value":"41"},{"op":"add","path":"/spec/suspend","value":true},{"op":"add","path":"/metadata/annotations","value":{}},{"op":"add","path":"/metadata/annotations/fencegate.dev~1held"`},
+			wantErr: "the object is held",
+		},
+		"the holder releases what fencegate held": {
+			args:     []string{"--hold", "-f", f("held.yaml"), "--fence", f("active.json")},
+			wantCode: 0,
+			wantOut:  []string{"ACTS: rule cronjob", `the hold controller would release it: [{"op":"remove","path":"/metadata/annotations/fencegate.dev~1held"},{"op":"add","path":"/spec/suspend","value":false}]`},
+		},
+		"an object of no held kind": {
+			args:     []string{"--hold", "-f", f("configmap.yaml"), "--fence", f("fenced.yaml")},
+			wantCode: 0,
+			wantOut:  []string{"NOT HELD: of no held kind"},
+		},
+		"as JSON": {
+			args:     []string{"--hold", "-f", f("cronjob.yaml"), "--fence", f("fenced.yaml"), "-o", "json"},
+			wantCode: 1,
+			wantOut:  []string{`"kind": "cronjob"`, `"hold": true`, `"action": "hold"`},
+			wantErr:  "the object is held",
+		},
+		"admission's flags are refused": {
+			args:     []string{"--hold", "-f", f("cronjob.yaml"), "--fence", f("fenced.yaml"), "--operation", "UPDATE"},
+			wantCode: 2,
+			wantErr:  "--operation, --old-file and --subresource are for admission",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
