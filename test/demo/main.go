@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/fencegate/fencegate/test/stack"
 )
@@ -64,7 +65,10 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
 		Domains:  []string{paymentsDomain},
 		MTLS:     true,
-		Say:      say,
+		// A second of quiet counts: the demo's CronJob runs nothing.
+		HoldKinds:    holdKinds,
+		HoldQuietFor: time.Second,
+		Say:          say,
 	})
 	defer func() {
 		fmt.Fprintln(out, "\nStopping everything …")

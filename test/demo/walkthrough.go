@@ -223,6 +223,10 @@ func (w *walkthrough) run(ctx context.Context) error {
 	}
 	w.proves("kubectl shows the fence on each cluster: east holds it and enforces it (Holding, Enforced), west is fenced and enforces that")
 
+	if err := w.holds(ctx, east, west); err != nil {
+		return err
+	}
+
 	w.title("a Component created on east is admitted and stamped with east's epoch and token")
 	stderr, exit, err := w.kubectl(ctx, east, fmt.Appendf(nil, componentYAML, "1.0.0"), "apply", "-f", "-")
 	if err != nil {
@@ -292,8 +296,8 @@ func (w *walkthrough) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if exit != 0 || !strings.Contains(out, "failover complete in") {
-		return fmt.Errorf("fencegate failover exited %d", exit)
+	if exit != 0 || !strings.Contains(out, "failover complete in") || !strings.Contains(out, "old holder quiesced") {
+		return fmt.Errorf("fencegate failover exited %d, or did not wait for east to quiesce", exit)
 	}
 	fence, err = w.waitHolder(ctx, "west")
 	if err != nil {
@@ -312,6 +316,10 @@ func (w *walkthrough) run(ctx context.Context) error {
 		return err
 	}
 	w.proves("west is Holding and Enforced; east is fenced (ClusterFenced) and Enforced")
+
+	if err := w.holdsSwapped(ctx, east, west); err != nil {
+		return err
+	}
 
 	w.title("east's Components say it is fenced, without anyone touching them, and east refuses changes")
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -147,11 +147,11 @@ func TestFenceObject(t *testing.T) {
 			t.Fatalf("kubectl get fences: %v %s", err, res.Stderr)
 		}
 		lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
-		if got := strings.Join(strings.Fields(lines[0]), " "); got != "NAME STATE EPOCH HOLDER TOKEN COMPONENTS AGE" {
+		if got := strings.Join(strings.Fields(lines[0]), " "); got != "NAME STATE EPOCH HOLDER TOKEN COMPONENTS HELD AGE" {
 			t.Errorf("columns %q", got)
 		}
 		row := parseTable(lines)["default"]
-		if row["STATE"] != "active" || row["EPOCH"] != "1" || row["HOLDER"] != "east" || row["TOKEN"] != fmt.Sprint(e.Status.Token) || row["COMPONENTS"] != "0/1 held" {
+		if row["STATE"] != "active" || row["EPOCH"] != "1" || row["HOLDER"] != "east" || row["TOKEN"] != fmt.Sprint(e.Status.Token) || row["COMPONENTS"] != "0/1 held" || row["HELD"] != "<none>" {
 			t.Errorf("kubectl get fences:\n%s", res.Stdout)
 		}
 		res, err = east.ControlPlane.Kubectl(ctx, nil, "wait", "--for=condition=Holding", "fence/default", "--timeout=10s")
