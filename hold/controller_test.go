@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fencegate/fencegate/engine"
@@ -46,15 +48,39 @@ type harness struct {
 	quietly time.Duration
 }
 
-func start(t *testing.T, initial fencestate.State) *harness {
+func start(t testing.TB, initial fencestate.State) *harness {
+	return startWith(t, initial, time.Second, 0)
+}
+
+// startWith starts the harness with QuietFor quietly and, when qps is not
+// 0, the controller's client limited as fencegate run limits it.
+func startWith(t testing.TB, initial fencestate.State, quietly time.Duration, qps float32) *harness {
 	t.Helper()
-	h := &harness{cp: cluster.StartForTest(t, cluster.Options{Name: "hold", NoCRDs: true}), quietly: time.Second}
+	h := newHarness(t, initial, quietly)
+	testrun.Start(t, context.Background(), "manager", h.newManager(t, qps).Start)
+	return h
+}
+
+// newHarness starts the API server and the engine; newManager makes the
+// manager that runs the hold controller.
+func newHarness(t testing.TB, initial fencestate.State, quietly time.Duration) *harness {
+	t.Helper()
+	h := &harness{cp: cluster.StartForTest(t, cluster.Options{Name: "hold", NoCRDs: true}), quietly: quietly}
 	var err error
 	if h.eng, err = engine.New(engine.Options{Domains: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	h.transition(t, initial)
-	mgr, err := ctrl.NewManager(h.cp.Config, ctrl.Options{
+	return h
+}
+
+func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
+	t.Helper()
+	cfg := rest.CopyConfig(h.cp.Config)
+	if qps > 0 {
+		cfg.QPS, cfg.Burst = qps, int(2*qps)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Logger:                 testr.NewWithInterface(t, testr.Options{}),
 		Scheme:                 h.cp.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -72,12 +98,11 @@ func start(t *testing.T, initial fencestate.State) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	testrun.Start(t, context.Background(), "manager", mgr.Start)
-	return h
+	return mgr
 }
 
 // transition writes s as the agent does, and signals it.
-func (h *harness) transition(t *testing.T, s fencestate.State) {
+func (h *harness) transition(t testing.TB, s fencestate.State) {
 	t.Helper()
 	if err := h.eng.WriteFence(context.Background(), s); err != nil {
 		t.Fatal(err)
