@@ -40,7 +40,7 @@ build: ## Build bin/fencegate (static, as in the image).
 
 .PHONY: tools
 tools: ## Build every pinned tool into .cache (once per version).
-	$(BUILD_TOOLS) kube etcd controller-gen protoc-gen golangci-lint helm opa promtool image
+	$(BUILD_TOOLS) kube etcd controller-gen protoc-gen golangci-lint helm opa promtool image flux
 
 .PHONY: control-plane
 control-plane: ## Build the Kubernetes binaries (kube-apiserver, kubectl, the node's), and etcd into .cache/bin.
@@ -138,7 +138,7 @@ test-build: test-tools
 # The tools the tests run.
 .PHONY: test-tools
 test-tools:
-	$(BUILD_TOOLS) kube etcd helm opa promtool image
+	$(BUILD_TOOLS) kube etcd helm opa promtool image flux
 
 # The checks' tool that shares few packages with the others: built beside
 # test-tools at the lowest priority, little is compiled twice.

@@ -4,9 +4,10 @@
 # that go.mod and go.sum, and links each command into .cache/bin. A build that
 # already exists for the same KEY is reused, so only the first run pays for it.
 #
-# The Kubernetes and etcd binaries cannot be installed with `go install`
-# (their go.mod files carry replace directives); building them inside a small
-# module of our own that requires and replaces them is what works.
+# The Kubernetes, etcd and Flux (kustomize-controller) binaries cannot be
+# installed with `go install` (their go.mod files carry replace directives);
+# building them inside a small module of our own that requires and replaces
+# them is what works.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

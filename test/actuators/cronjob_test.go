@@ -21,6 +21,7 @@ import (
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/internal/notify"
+	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/node"
 	"github.com/fencegate/fencegate/test/testrun"
 )
@@ -60,12 +61,13 @@ func (f *fence) source() fencestate.Source {
 	return fencestate.Follow(func() (fencestate.State, bool) { return f.eng.Fence("default") }, f.signal.Subscribe)
 }
 
-// startHolder runs fencegate's hold controller for kinds against cfg.
-func startHolder(t *testing.T, n *node.Node, f *fence, kinds ...schema.GroupResource) *hold.Holder {
+// startHolder runs fencegate's hold controller for kinds against a control
+// plane, deciding with f.
+func startHolder(t *testing.T, cp *cluster.ControlPlane, f *fence, kinds ...schema.GroupResource) *hold.Holder {
 	t.Helper()
-	mgr, err := ctrl.NewManager(n.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Logger:                 testr.NewWithInterface(t, testr.Options{}),
-		Scheme:                 n.Scheme,
+		Scheme:                 cp.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -132,7 +134,7 @@ func waitCronJob(t *testing.T, c client.Client, cj *batchv1.CronJob, what string
 func TestRealCronJobIsHeld(t *testing.T) {
 	n := node.StartForTest(t, node.Options{Name: "actuators"})
 	f := newFence(t, fenced)
-	holder := startHolder(t, n, f, schema.GroupResource{Group: "batch", Resource: "cronjobs"})
+	holder := startHolder(t, n.ControlPlane, f, schema.GroupResource{Group: "batch", Resource: "cronjobs"})
 	ctx := context.Background()
 
 	untilSecond(5, 40)
