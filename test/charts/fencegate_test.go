@@ -378,7 +378,9 @@ func TestFencegateChart(t *testing.T) {
 func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 	t.Helper()
 
-	// The webhooks see Components only.
+	// The webhooks see Components, and the kinds the config fences beside
+	// them (admission.kinds, data.fencegate.config's fenced_kinds), in its
+	// order, each by its main resource only.
 	type hook struct {
 		name  string
 		rules []admissionregistrationv1.RuleWithOperations
@@ -395,18 +397,22 @@ func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 	for _, w := range r.mwc.Webhooks {
 		hooks = append(hooks, hook{w.Name, w.Rules, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.MatchPolicy, "/mutate"})
 		for _, rule := range w.Rules {
-			if slices.Contains(rule.Operations, admissionregistrationv1.Delete) || slices.Contains(rule.Resources, "components/status") {
-				t.Errorf("the mutating webhook has no business with deletes or status: %v", rule)
+			isComponents := slices.Contains(rule.APIGroups, "components.fencegate.dev")
+			if isComponents && (slices.Contains(rule.Operations, admissionregistrationv1.Delete) || slices.Contains(rule.Resources, "components/status")) {
+				t.Errorf("the mutating webhook has no business with deletes or status of Components: %s", rulesText([]admissionregistrationv1.RuleWithOperations{rule}))
 			}
 		}
 	}
 	if len(hooks) != 2 {
 		t.Fatalf("%d webhooks, want one validating and one mutating", len(hooks))
 	}
+	fenced, _ := r.config["fenced_kinds"].([]any)
 	for _, w := range hooks {
+		var others []admissionregistrationv1.RuleWithOperations
 		for _, rule := range w.rules {
 			if !reflect.DeepEqual(rule.APIGroups, []string{"components.fencegate.dev"}) {
-				t.Errorf("%s: apiGroups %v, want only components.fencegate.dev", w.name, rule.APIGroups)
+				others = append(others, rule)
+				continue
 			}
 			for _, res := range rule.Resources {
 				if res != "components" && res != "components/status" {
@@ -415,6 +421,26 @@ func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 			}
 			if rule.Scope == nil || *rule.Scope != admissionregistrationv1.NamespacedScope {
 				t.Errorf("%s: scope must be Namespaced", w.name)
+			}
+		}
+		if len(others) != len(fenced) {
+			t.Errorf("%s: %d rules for other kinds than Components\n%s\nwant one for each kind the config fences %v", w.name, len(others), rulesText(others), fenced)
+		}
+		for i, rule := range others {
+			if i < len(fenced) {
+				kind, _ := fenced[i].(map[string]any)
+				if group, _ := kind["group"].(string); !reflect.DeepEqual(rule.APIGroups, []string{group}) {
+					t.Errorf("%s: rule %d for other kinds has apiGroups %v, want the fenced kind's group %q", w.name, i, rule.APIGroups, group)
+				}
+			}
+			if len(rule.Resources) != 1 || strings.Contains(rule.Resources[0], "/") {
+				t.Errorf("%s: rule %s must name one main resource, never a subresource: actuators keep writing status", w.name, rulesText(others[i:i+1]))
+			}
+			if !reflect.DeepEqual(rule.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}) {
+				t.Errorf("%s: rule %s: want the operations CREATE, UPDATE, DELETE", w.name, rulesText(others[i:i+1]))
+			}
+			if !reflect.DeepEqual(rule.APIVersions, []string{"*"}) || rule.Scope == nil || *rule.Scope != admissionregistrationv1.AllScopes {
+				t.Errorf("%s: rule %s: want every version and scope", w.name, rulesText(others[i:i+1]))
 			}
 		}
 		if w.side == nil || *w.side != admissionregistrationv1.SideEffectClassNone {

@@ -9,16 +9,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fencegate/fencegate/failover"
 )
 
 // monitoringObjects are the objects the monitoring values add, as kind/name
@@ -521,8 +525,39 @@ func alertCoverage(file []byte) (fires, resolves map[string]bool, err error) {
 	return fires, resolves, nil
 }
 
+// runbookTitles are the alerts whose runbook section is not titled after
+// the alert, because a command's message names the section by its title:
+// FencegateNotQuiesced's is the one `fencegate failover --wait` points at
+// when the old holder has not quiesced.
+func runbookTitles(t *testing.T) map[string]string {
+	t.Helper()
+	msg := (&failover.QuiesceTimeoutError{}).Error()
+	m := regexp.MustCompile(`see the runbook, "([^"]+)"`).FindStringSubmatch(msg)
+	if m == nil {
+		t.Fatalf("failover.QuiesceTimeoutError names no runbook section any more: %s", msg)
+	}
+	return map[string]string{"FencegateNotQuiesced": m[1]}
+}
+
+// githubAnchor is the anchor GitHub gives a Markdown heading: in lower case,
+// spaces as hyphens, punctuation but hyphens and underscores left out.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // TestRunbookCoversEveryAlert: every alert links its own section of
-// docs/runbook.md, and every section there belongs to an alert.
+// docs/runbook.md, titled after the alert (or, for runbookTitles, titled as
+// a command names it, and naming the alert), and every section there
+// belongs to an alert.
 func TestRunbookCoversEveryAlert(t *testing.T) {
 	h := newHelm(t)
 	f, err := os.Open(filepath.Join(h.root, "docs", "runbook.md"))
@@ -530,25 +565,43 @@ func TestRunbookCoversEveryAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	sections := map[string]bool{}
+	// Each section's text, by its title.
+	sections := map[string]string{}
+	current := ""
 	scanner := bufio.NewScanner(f)
 	for scanner.Scan() {
 		if name, ok := strings.CutPrefix(scanner.Text(), "## "); ok {
-			sections[name] = true
+			current = name
+			sections[name] = ""
+		} else if current != "" {
+			sections[current] += scanner.Text() + "\n"
 		}
 	}
 	if err := scanner.Err(); err != nil {
 		t.Fatal(err)
 	}
-	linked := map[string]bool{}
+	titles := runbookTitles(t)
+	// The alert of each section, by its title.
+	linked := map[string]string{}
 	for _, chart := range []string{fencegateChart, authorityChart} {
 		_, alerts := renderedRules(t, h, chart)
 		for _, a := range alerts {
-			linked[a.Alert] = true
-			if !sections[a.Alert] {
-				t.Errorf("docs/runbook.md has no section \"## %s\"", a.Alert)
+			title, custom := titles[a.Alert]
+			if !custom {
+				title = a.Alert
 			}
-			want := "https://github.com/fencegate/fencegate/blob/main/docs/runbook.md#" + strings.ToLower(a.Alert)
+			if other, ok := linked[title]; ok {
+				t.Errorf("%s and %s share the section %q", other, a.Alert, title)
+			}
+			linked[title] = a.Alert
+			text, ok := sections[title]
+			switch {
+			case !ok:
+				t.Errorf("docs/runbook.md has no section \"## %s\" for %s", title, a.Alert)
+			case custom && !strings.Contains(text, a.Alert):
+				t.Errorf("docs/runbook.md's section %q does not name its alert %s: a search for the alert would not find it", title, a.Alert)
+			}
+			want := "https://github.com/fencegate/fencegate/blob/main/docs/runbook.md#" + githubAnchor(title)
 			if got := a.Annotations["runbook_url"]; got != want {
 				t.Errorf("%s: runbook_url %q, want %q (the anchor of its section)", a.Alert, got, want)
 			}
@@ -559,8 +612,13 @@ func TestRunbookCoversEveryAlert(t *testing.T) {
 			}
 		}
 	}
+	for alert, title := range titles {
+		if linked[title] != alert {
+			t.Errorf("no alert %s links the section %q", alert, title)
+		}
+	}
 	for name := range sections {
-		if !linked[name] {
+		if _, ok := linked[name]; !ok {
 			t.Errorf("docs/runbook.md has a section %q for no alert", name)
 		}
 	}
@@ -582,6 +640,7 @@ func TestMonitoringValuesAreChecked(t *testing.T) {
 		"severity":                  {fencegateChart, []string{"metrics.prometheusRule.alerts.fenceUnknown.severity=page"}, "at '/metrics/prometheusRule/alerts/fenceUnknown/severity'"},
 		"runbook with an anchor":    {fencegateChart, []string{"metrics.prometheusRule.runbookURL=https://wiki.example.com/fencegate#alerts"}, "at '/metrics/prometheusRule/runbookURL'"},
 		"certificate days":          {fencegateChart, []string{"metrics.prometheusRule.alerts.webhookCertificateExpiry.days=0"}, "at '/metrics/prometheusRule/alerts/webhookCertificateExpiry/days'"},
+		"not quiesced for":          {fencegateChart, []string{"metrics.prometheusRule.alerts.notQuiesced.for=10 minutes"}, "at '/metrics/prometheusRule/alerts/notQuiesced/for'"},
 		"authority grants":          {authorityChart, []string{"metrics.prometheusRule.alerts.fenceFlapping.grants=0"}, "at '/metrics/prometheusRule/alerts/fenceFlapping/grants'"},
 		"client CIDR":               {authorityChart, []string{"networkPolicy.clients.cidrs={east.example.com}"}, "at '/networkPolicy/clients/cidrs/0'"},
 		"network policy, no client": {authorityChart, []string{"networkPolicy.enabled=true"}, "networkPolicy.enabled needs networkPolicy.clients.cidrs"},

@@ -92,7 +92,9 @@ embeds; .helmignore leaves out their tests) overlaid by policies.files. */}}
 
 {{/* config renders data.fencegate.config. controller_users always holds
 the chart's own service account, so its controller can write status on a
-fenced cluster whatever the operator lists. */}}
+fenced cluster whatever the operator lists. fenced_kinds are the group and
+kind of each entry of admission.kinds (the policies match a request by
+them; the resource is the webhooks'), left out when there are none. */}}
 {{- define "fencegate.config" -}}
 {{- $self := printf "system:serviceaccount:%s:%s" .Release.Namespace (include "fencegate.serviceAccountName" .) }}
 {{- $config := dict
@@ -102,6 +104,13 @@ fenced cluster whatever the operator lists. */}}
   "exempt_namespaces" .Values.config.exemptNamespaces
   "controller_users" (prepend .Values.config.controllerUsers $self | uniq)
 }}
+{{- with .Values.admission.kinds }}
+{{- $kinds := list }}
+{{- range . }}
+{{- $kinds = append $kinds (dict "group" (.group | default "") "kind" .kind) }}
+{{- end }}
+{{- $_ := set $config "fenced_kinds" $kinds }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
