@@ -23,11 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/hold"
-	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/testrun"
 )
@@ -42,8 +40,7 @@ var (
 type harness struct {
 	cp      *cluster.ControlPlane
 	c       client.Client
-	eng     *engine.Engine
-	signal  notify.Broadcast
+	fence   *enginetest.Switch
 	holder  *hold.Holder
 	quietly time.Duration
 }
@@ -65,13 +62,11 @@ func startWith(t testing.TB, initial fencestate.State, quietly time.Duration, qp
 // manager that runs the hold controller.
 func newHarness(t testing.TB, initial fencestate.State, quietly time.Duration) *harness {
 	t.Helper()
-	h := &harness{cp: cluster.StartForTest(t, cluster.Options{Name: "hold", NoCRDs: true}), quietly: quietly}
-	var err error
-	if h.eng, err = engine.New(engine.Options{Domains: []string{"default"}}); err != nil {
-		t.Fatal(err)
+	return &harness{
+		cp:      cluster.StartForTest(t, cluster.Options{Name: "hold", NoCRDs: true}),
+		fence:   enginetest.NewSwitch(t, initial),
+		quietly: quietly,
 	}
-	h.transition(t, initial)
-	return h
 }
 
 func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
@@ -91,10 +86,9 @@ func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
 		t.Fatal(err)
 	}
 	h.c = mgr.GetClient()
-	src := fencestate.Follow(func() (fencestate.State, bool) { return h.eng.Fence("default") }, h.signal.Subscribe)
 	if h.holder, err = hold.SetupWithManager(mgr, hold.Options{
 		Kinds:  []schema.GroupResource{{Group: "batch", Resource: "cronjobs"}},
-		Policy: h.eng, Fences: map[string]fencestate.Source{"default": src}, QuietFor: h.quietly,
+		Policy: h.fence.Engine, Fences: map[string]fencestate.Source{"default": h.fence.Source("default")}, QuietFor: h.quietly,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +96,7 @@ func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
 }
 
 // transition writes s as the agent does, and signals it.
-func (h *harness) transition(t testing.TB, s fencestate.State) {
-	t.Helper()
-	if err := h.eng.WriteFence(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	h.signal.Signal()
-}
+func (h *harness) transition(t testing.TB, s fencestate.State) { h.fence.Set(t, s) }
 
 func cronJob(name string, suspend *bool) *batchv1.CronJob {
 	return &batchv1.CronJob{

@@ -62,9 +62,9 @@ decision := {"allowed": false, "reasons": ["custom policy says no"], "warnings":
 decision := {"hold": true, "reason": "FenceUnknown", "message": "custom"}
 `,
 		"broken-policies/admission.rego": "package fencegate.admission\n\ndecision := {\n",
-		"cronjob.yaml":    "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: report, namespace: billing, resourceVersion: '41'}\nspec: {schedule: '0 3 * * *', suspend: false}\n",
-		"held.yaml":       "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: report, namespace: billing, annotations: {fencegate.dev/held: '{\"fields\":[{\"path\":[\"spec\",\"suspend\"],\"value\":true,\"prior\":false}]}'}, managedFields: [{manager: fencegate-hold, operation: Update, fieldsV1: {f:spec: {f:suspend: {}}}}]}\nspec: {schedule: '0 3 * * *', suspend: true}\n",
-		"configmap.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
+		"cronjob.yaml":                   "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: report, namespace: billing, resourceVersion: '41'}\nspec: {schedule: '0 3 * * *', suspend: false}\n",
+		"held.yaml":                      "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: report, namespace: billing, annotations: {fencegate.dev/held: '{\"fields\":[{\"path\":[\"spec\",\"suspend\"],\"value\":true,\"prior\":false}]}'}, managedFields: [{manager: fencegate-hold, operation: Update, fieldsV1: {f:spec: {f:suspend: {}}}}]}\nspec: {schedule: '0 3 * * *', suspend: true}\n",
+		"configmap.yaml":                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
 	}
 	paths := map[string]string{}
 	for name, content := range files {
@@ -92,15 +92,39 @@ func runEval(t *testing.T, args ...string) (stdout string, code int, err error) 
 	return stdout, code, err
 }
 
+// evalCase is a run of fencegate eval: its arguments, and the exit code,
+// output and error it must give.
+type evalCase struct {
+	args     []string
+	wantCode int
+	wantOut  []string
+	wantErr  string
+}
+
+func runEvalCases(t *testing.T, tests map[string]evalCase) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, code, err := runEval(t, tc.args...)
+			if code != tc.wantCode {
+				t.Errorf("exit code %d (%v), want %d\n%s", code, err, tc.wantCode, out)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			for _, want := range tc.wantOut {
+				if !strings.Contains(out, want) {
+					t.Errorf("output does not contain %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
 func TestEval(t *testing.T) {
 	files := evalFiles(t)
 	f := func(name string) string { return files[name] }
-	tests := map[string]struct {
-		args     []string
-		wantCode int
-		wantOut  []string
-		wantErr  string
-	}{
+	tests := map[string]evalCase{
 		"active create is allowed and stamped": {
 			args:     []string{"-f", f("component.yaml"), "--fence", f("active.json")},
 			wantCode: 0,
@@ -167,33 +191,13 @@ func TestEval(t *testing.T) {
 		"bad output":           {args: []string{"-f", f("component.yaml"), "--fence", f("active.json"), "-o", "yaml"}, wantCode: 2, wantErr: `--output "yaml": want text or json`},
 		"unknown flag":         {args: []string{"--nope"}, wantCode: 2, wantErr: "unknown flag: --nope"},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			out, code, err := runEval(t, tc.args...)
-			if code != tc.wantCode {
-				t.Errorf("exit code %d (%v), want %d\n%s", code, err, tc.wantCode, out)
-			}
-			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
-			}
-			for _, want := range tc.wantOut {
-				if !strings.Contains(out, want) {
-					t.Errorf("output does not contain %q:\n%s", want, out)
-				}
-			}
-		})
-	}
+	runEvalCases(t, tests)
 }
 
 func TestEvalHold(t *testing.T) {
 	files := evalFiles(t)
 	f := func(name string) string { return files[name] }
-	tests := map[string]struct {
-		args     []string
-		wantCode int
-		wantOut  []string
-		wantErr  string
-	}{
+	tests := map[string]evalCase{
 		"a fenced cluster holds a CronJob, with the patch it would send": {
 			args:     []string{"--hold", "-f", f("cronjob.yaml"), "--fence", f("fenced.yaml")},
 			wantCode: 1,
@@ -223,22 +227,7 @@ func TestEvalHold(t *testing.T) {
 			wantErr:  "--operation, --old-file and --subresource are for admission",
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			out, code, err := runEval(t, tc.args...)
-			if code != tc.wantCode {
-				t.Errorf("exit code %d (%v), want %d\n%s", code, err, tc.wantCode, out)
-			}
-			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
-			}
-			for _, want := range tc.wantOut {
-				if !strings.Contains(out, want) {
-					t.Errorf("output does not contain %q:\n%s", want, out)
-				}
-			}
-		})
-	}
+	runEvalCases(t, tests)
 }
 
 func TestEvalJSON(t *testing.T) {

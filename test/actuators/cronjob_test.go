@@ -16,11 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/hold"
-	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/node"
 	"github.com/fencegate/fencegate/test/testrun"
@@ -31,39 +29,9 @@ var (
 	fenced = enginetest.Fence(fencestate.Fenced, "east", 7, "west", 8)
 )
 
-// fence is the policy engine with the shipped policies and the fence state
-// the test sets, as the agent would write it.
-type fence struct {
-	eng    *engine.Engine
-	signal notify.Broadcast
-}
-
-func newFence(t *testing.T, initial fencestate.State) *fence {
-	t.Helper()
-	eng, err := engine.New(engine.Options{Domains: []string{"default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fence{eng: eng}
-	f.set(t, initial)
-	return f
-}
-
-func (f *fence) set(t *testing.T, s fencestate.State) {
-	t.Helper()
-	if err := f.eng.WriteFence(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	f.signal.Signal()
-}
-
-func (f *fence) source() fencestate.Source {
-	return fencestate.Follow(func() (fencestate.State, bool) { return f.eng.Fence("default") }, f.signal.Subscribe)
-}
-
 // startHolder runs fencegate's hold controller for kinds against a control
 // plane, deciding with f.
-func startHolder(t *testing.T, cp *cluster.ControlPlane, f *fence, kinds ...schema.GroupResource) *hold.Holder {
+func startHolder(t *testing.T, cp *cluster.ControlPlane, f *enginetest.Switch, kinds ...schema.GroupResource) *hold.Holder {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Logger:                 testr.NewWithInterface(t, testr.Options{}),
@@ -75,7 +43,7 @@ func startHolder(t *testing.T, cp *cluster.ControlPlane, f *fence, kinds ...sche
 		t.Fatal(err)
 	}
 	h, err := hold.SetupWithManager(mgr, hold.Options{
-		Kinds: kinds, Policy: f.eng, Fences: map[string]fencestate.Source{"default": f.source()}, QuietFor: time.Second,
+		Kinds: kinds, Policy: f.Engine, Fences: map[string]fencestate.Source{"default": f.Source("default")}, QuietFor: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +101,7 @@ func waitCronJob(t *testing.T, c client.Client, cj *batchv1.CronJob, what string
 // the runs it missed.
 func TestRealCronJobIsHeld(t *testing.T) {
 	n := node.StartForTest(t, node.Options{Name: "actuators"})
-	f := newFence(t, fenced)
+	f := enginetest.NewSwitch(t, fenced)
 	holder := startHolder(t, n.ControlPlane, f, schema.GroupResource{Group: "batch", Resource: "cronjobs"})
 	ctx := context.Background()
 
@@ -174,7 +142,7 @@ func TestRealCronJobIsHeld(t *testing.T) {
 		t.Errorf("progress while fenced: %+v, want 1 CronJob held and quiet", p)
 	}
 
-	f.set(t, active)
+	f.Set(t, active)
 	released := time.Now()
 	waitCronJob(t, n.Client, cj, "the CronJob released", func(c *batchv1.CronJob) bool {
 		_, recorded := c.Annotations[hold.RecordAnnotation]

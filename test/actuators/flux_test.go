@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/proc"
@@ -52,7 +53,7 @@ func TestRealFluxIsHeld(t *testing.T) {
 	artifacts := newArtifactServer(t)
 	kc := startKustomizeController(t, cp)
 	t.Logf("%s: kustomize-controller serving its health checks", since())
-	f := newFence(t, active)
+	f := enginetest.NewSwitch(t, active)
 	holder := startHolder(t, cp, f, kustomizations)
 	ctx := context.Background()
 	fx := &fluxRun{t: t, c: cp.Client, kc: kc}
@@ -97,7 +98,7 @@ func TestRealFluxIsHeld(t *testing.T) {
 	specBefore, _, _ := unstructured.NestedMap(ks.Object, "spec")
 
 	// Fenced: fencegate suspends the Kustomization, and it goes quiet.
-	f.set(t, fenced)
+	f.Set(t, fenced)
 	fencedAt := time.Now()
 	fx.waitKustomization(ks, "spec.suspend true and the hold recorded", 30*time.Second, func(k *unstructured.Unstructured) bool {
 		suspended, _, _ := unstructured.NestedBool(k.Object, "spec", "suspend")
@@ -135,7 +136,7 @@ func TestRealFluxIsHeld(t *testing.T) {
 	t.Logf("%s: v2 published; %s later the ConfigMap still says v1 and v2 was never fetched", since(), quiet)
 
 	// Active again: the Kustomization is released exactly, and v2 applied.
-	f.set(t, active)
+	f.Set(t, active)
 	releasedAt := time.Now()
 	fx.waitKustomization(ks, "spec.suspend false and the hold record gone", 30*time.Second, func(k *unstructured.Unstructured) bool {
 		suspended, found, _ := unstructured.NestedBool(k.Object, "spec", "suspend")
