@@ -156,25 +156,27 @@ func SetupWithManager(mgr manager.Manager, opts Options) (*Holder, error) {
 	return h, nil
 }
 
-// Configured reports whether any kind is to be held.
-func (h *Holder) Configured() bool { return len(h.opts.Kinds) > 0 }
-
 // Changes signals (coalescing) each change of domain d's Progress; nil
 // for a domain not served.
 func (h *Holder) Changes(d string) <-chan struct{} { return h.changes[d] }
 
-// Progress returns where the holding of domain d's objects stands.
+// Progress returns where the holding of domain d's objects stands (no
+// kinds for a domain not served).
 func (h *Holder) Progress(d string) Progress {
 	h.mu.Lock()
-	trackers := h.marks[d]
-	kinds := slices.Clone(h.kinds)
+	trackers := make(map[string]*marks.Tracker[mark], len(h.kinds))
+	for _, k := range h.kinds {
+		if t := h.marks[d][k]; t != nil {
+			trackers[k] = t
+		}
+	}
 	p := Progress{Resolved: h.resolved}
 	for _, gr := range h.unserved {
 		p.Unserved = append(p.Unserved, gr.String())
 	}
 	h.mu.Unlock()
-	for _, k := range kinds {
-		p.Kinds = append(p.Kinds, kindProgress(k, trackers[k]))
+	for k, t := range trackers {
+		p.Kinds = append(p.Kinds, kindProgress(k, t))
 	}
 	sortKinds(p.Kinds)
 	return p
@@ -230,9 +232,13 @@ func (h *Holder) resolve(ctx context.Context) error {
 func (h *Holder) watch(gr schema.GroupResource, gvk schema.GroupVersionKind) error {
 	name := gvk.GroupKind().String()
 	r := &kindReconciler{h: h, gvk: gvk, kind: name}
+	trackers := make(map[string]*marks.Tracker[mark], len(h.marks))
+	for d := range h.opts.Fences {
+		trackers[d] = marks.NewOn[mark](h.changes[d])
+	}
 	h.mu.Lock()
-	for d, byKind := range h.marks {
-		byKind[name] = marks.NewOn[mark](h.changes[d])
+	for d, t := range trackers {
+		h.marks[d][name] = t
 	}
 	h.mu.Unlock()
 	obj := &unstructured.Unstructured{}
@@ -242,7 +248,7 @@ func (h *Holder) watch(gr schema.GroupResource, gvk schema.GroupVersionKind) err
 		Named("hold-" + strings.ToLower(strings.ReplaceAll(name, ".", "-"))).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: h.opts.MaxConcurrentReconciles})
 	for d, src := range h.opts.Fences {
-		t := h.marks[d][name]
+		t := trackers[d]
 		b = b.WatchesRawSource(t.Source(func() fencestate.Key { return fenceKey(src) }, src.Subscribe(),
 			func(ctx context.Context) ([]types.NamespacedName, error) { return r.objectsOf(ctx, d) },
 			fmt.Sprintf("the %s objects of domain %s", name, d)))
