@@ -101,9 +101,10 @@ type Holder struct {
 	// resolved is set once every kind was looked up once.
 	unserved []schema.GroupResource
 	resolved bool
-	// kinds are the resolved kinds' names, and marks each domain's
-	// trackers by kind name.
+	// kinds are the resolved kinds' names, gvks their kinds by name, and
+	// marks each domain's trackers by kind name.
 	kinds []string
+	gvks  map[string]schema.GroupVersionKind
 	marks map[string]map[string]*marks.Tracker[mark]
 	// changes signal each domain's progress changes.
 	changes map[string]chan struct{}
@@ -141,6 +142,7 @@ func SetupWithManager(mgr manager.Manager, opts Options) (*Holder, error) {
 		opts: opts, mgr: mgr, reader: mgr.GetCache(), client: mgr.GetClient(), metrics: m,
 		unserved: slices.Clone(opts.Kinds),
 		marks:    map[string]map[string]*marks.Tracker[mark]{},
+		gvks:     map[string]schema.GroupVersionKind{},
 		changes:  map[string]chan struct{}{},
 	}
 	for d := range opts.Fences {
@@ -259,6 +261,7 @@ func (h *Holder) watch(gr schema.GroupResource, gvk schema.GroupVersionKind) err
 	h.mu.Lock()
 	h.unserved = slices.DeleteFunc(h.unserved, func(g schema.GroupResource) bool { return g == gr })
 	h.kinds = append(h.kinds, name)
+	h.gvks[name] = gvk
 	h.mu.Unlock()
 	for _, ch := range h.changes {
 		notify.Signal(ch)
@@ -367,6 +370,12 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if len(step.Kept) > 0 {
 			log = log.WithValues("kept", step.Kept)
 		}
+		if len(step.Reverted) > 0 {
+			// Held again: whatever set it back (a parent applying its
+			// declared state) will do so again until it is held too.
+			h.metrics.reverts.WithLabelValues(h.metricDomain(d), r.kind).Inc()
+			log = log.WithValues("reverted", step.Reverted, "parents", decision.Parents)
+		}
 		log.Info(actionMessage(step.Action))
 	}
 	if decision.Kind == "" && step.Action == Nothing {
@@ -375,8 +384,70 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, nil
 	}
 	m, wait := r.quiet(key, decision, step)
+	if decision.Hold {
+		if loose := r.unheldParents(ctx, decision.Parents); len(loose) > 0 {
+			// A parent left to act may undo this hold: the object is
+			// not quiet until the parent is held too.
+			m.quiet = false
+			m.activity = fmt.Sprintf("%s %s: %s", obj.GetKind(), describe(req.NamespacedName), strings.Join(loose, "; "))
+		}
+	}
 	r.mark(tracker, key, gen, before, after, m)
 	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// unheldParents says, for each parent that could revert a hold and is not
+// held itself, why: it is of a kind not held here, or its own hold is not
+// in place. A parent that does not exist reverts nothing.
+func (r *kindReconciler) unheldParents(ctx context.Context, parents []engine.ObjectRef) []string {
+	h := r.h
+	var loose []string
+	for _, p := range parents {
+		name := schema.GroupKind{Group: p.Group, Kind: p.Kind}.String()
+		ref := name + " " + describe(types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		h.mu.Lock()
+		gvk, watched := h.gvks[name]
+		h.mu.Unlock()
+		if !watched {
+			loose = append(loose, fmt.Sprintf("its parent %s may revert the hold: that kind is not held here (hold.kinds)", ref))
+			continue
+		}
+		parent := &unstructured.Unstructured{}
+		parent.SetGroupVersionKind(gvk)
+		if err := h.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, parent); err != nil {
+			if !apierrors.IsNotFound(err) {
+				loose = append(loose, fmt.Sprintf("its parent %s cannot be read: %v", ref, err))
+			}
+			continue
+		}
+		held, err := r.held(ctx, parent)
+		switch {
+		case err != nil:
+			loose = append(loose, fmt.Sprintf("its parent %s cannot be decided: %v", ref, err))
+		case !held:
+			loose = append(loose, fmt.Sprintf("its parent %s is not held yet and may revert the hold", ref))
+		}
+	}
+	return loose
+}
+
+// held reports whether obj is held: the policies hold it, and its fields
+// are at their held values.
+func (r *kindReconciler) held(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
+	h := r.h
+	d, err := h.opts.Policy.DomainOf(ctx, obj.GetNamespace(), obj.GetLabels()[domain.Label])
+	if err != nil {
+		return false, err
+	}
+	decision, err := h.opts.Policy.Hold(ctx, d, obj.Object)
+	if err != nil {
+		return false, err
+	}
+	step, err := Plan(obj.Object, decision)
+	if err != nil {
+		return false, err
+	}
+	return decision.Hold && step.Action == Nothing, nil
 }
 
 // quiet returns the object's mark and, for one quiet for less than

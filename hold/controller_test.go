@@ -248,3 +248,35 @@ func TestUnknownStateKeepsHolds(t *testing.T) {
 		t.Errorf("the unknown state released the CronJob: suspend=%v annotations=%v", suspended(&c), c.Annotations)
 	}
 }
+
+// TestAParentThatCouldRevertAHoldKeepsItLoud: a CronJob applied by a Flux
+// Kustomization (its labels say so) is held, but while the Kustomization is
+// not held (here: its kind is not held at all) the Kustomization may apply
+// suspend: false again, so the CronJob is not counted quiet, and the
+// progress names the parent.
+func TestAParentThatCouldRevertAHoldKeepsItLoud(t *testing.T) {
+	h := start(t, fenced)
+	ctx := context.Background()
+	cj := cronJob("applied", ptr.To(false))
+	cj.Labels["kustomize.toolkit.fluxcd.io/name"] = "apps"
+	cj.Labels["kustomize.toolkit.fluxcd.io/namespace"] = "flux-system"
+	if err := h.cp.Client.Create(ctx, cj); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(t, "the CronJob held", func(c *batchv1.CronJob) bool { return suspended(c) && recorded(c) }, "applied")
+	want := "CronJob default/applied: its parent Kustomization.kustomize.toolkit.fluxcd.io flux-system/apps may revert the hold: that kind is not held here (hold.kinds)"
+	h.waitProgress(t, "the CronJob held but loud, naming its parent", func(k hold.KindProgress) bool {
+		return k.Held == 1 && k.Quiet == 0 && len(k.Activity) == 1 && k.Activity[0] == want
+	})
+	// The parent sets it back, as its apply would: it is held again.
+	reverted := cronJob("applied", nil)
+	if err := h.cp.Client.Patch(ctx, reverted, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`)), client.FieldOwner("kustomize-controller")); err != nil {
+		t.Fatal(err)
+	}
+	if suspended(reverted) {
+		t.Fatal("the parent's patch did not set suspend: false")
+	}
+	h.waitFor(t, "the CronJob held again", func(c *batchv1.CronJob) bool {
+		return c.ResourceVersion != reverted.ResourceVersion && suspended(c) && recorded(c)
+	}, "applied")
+}

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	actions  *prometheus.CounterVec
 	failures *prometheus.CounterVec
+	reverts  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -22,7 +23,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Holds and releases that failed (a patch refused, a record that is not fencegate's), by domain and kind; they are retried.",
 		}, []string{"domain", "kind"}),
 	}
-	if err := promreg.Register(reg, "hold controller", m.actions, m.failures); err != nil {
+	m.reverts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_hold_reverts_total",
+		Help: "Held objects found set back while held (by a parent applying its declared state, or a person) and held again, by domain and kind.",
+	}, []string{"domain", "kind"})
+	if err := promreg.Register(reg, "hold controller", m.actions, m.failures, m.reverts); err != nil {
 		return nil, err
 	}
 	return m, nil

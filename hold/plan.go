@@ -69,6 +69,10 @@ type Step struct {
 	// Kept names the fields a release leaves as they are, because a person
 	// or another tool set or owns them.
 	Kept []string
+	// Reverted names the fields a hold sets again: they were held, and
+	// something (a parent applying its declared state, a person) set them
+	// back while the object was held.
+	Reverted []string
 }
 
 // Plan returns the step that brings obj (an object as the API server
@@ -144,6 +148,7 @@ func (p *patcher) hold(rec *Record, fields []engine.HoldField) (Step, error) {
 		rec = &Record{}
 	}
 	changed := false
+	var reverted []string
 	for _, f := range fields {
 		held, err := json.Marshal(f.Value)
 		if err != nil {
@@ -153,7 +158,9 @@ func (p *patcher) hold(rec *Record, fields []engine.HoldField) (Step, error) {
 		if present && sameJSON(current, held) {
 			continue
 		}
-		if rec.field(f.Path) == nil {
+		if rec.field(f.Path) != nil {
+			reverted = append(reverted, pathText(f.Path))
+		} else {
 			entry := RecordedField{Path: f.Path, Value: held}
 			if present {
 				if entry.Prior, err = json.Marshal(current); err != nil {
@@ -172,7 +179,7 @@ func (p *patcher) hold(rec *Record, fields []engine.HoldField) (Step, error) {
 	if err := p.setRecord(rec); err != nil {
 		return Step{}, err
 	}
-	return Step{Action: Holding, Patch: p.ops}, nil
+	return Step{Action: Holding, Patch: p.ops, Reverted: reverted}, nil
 }
 
 func (p *patcher) release(rec *Record) (Step, error) {

@@ -243,8 +243,8 @@ func TestPlanKeepsTheFirstPriorValue(t *testing.T) {
 	// prior false, not record its own held value as the prior one.
 	held["spec"].(map[string]any)["suspend"] = false
 	step, err = Plan(held, d)
-	if err != nil || step.Action != Holding {
-		t.Fatalf("Plan = %v, %v", step, err)
+	if err != nil || step.Action != Holding || len(step.Reverted) != 1 || step.Reverted[0] != "spec.suspend" {
+		t.Fatalf("Plan = %+v, %v: want a hold of spec.suspend again, reverted", step, err)
 	}
 	again := apply(t, held, step)
 	rec, err := recordOf(again)
