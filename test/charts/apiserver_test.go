@@ -79,6 +79,7 @@ func TestChartsOnAnAPIServer(t *testing.T) {
 	t.Run("server-side dry run of every values file", func(t *testing.T) { testDryRun(t, h, cp) })
 	t.Run("the helm test script", func(t *testing.T) { testHelmTestScript(t, h, cp) })
 	t.Run("install and upgrade keep the injected certificates", func(t *testing.T) { testInstallUpgrade(t, h, cp) })
+	t.Run("admission.kinds leaves fencegate's namespace and kube-system out", func(t *testing.T) { testAdmissionKindsOnTheInstall(t, h, cp) })
 	t.Run("fencegate run keeps its Fence with the chart's RBAC", func(t *testing.T) { testRunWithTheChartsRBAC(t, cp) })
 	t.Run("the failover ClusterRole lets a group patch this Fence only", func(t *testing.T) { testFailoverRole(t, cp) })
 	// Last: it upgrades the release with hold kinds.
@@ -446,28 +447,10 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		}
 	}
 
-	// fencegate's certificate manager, configured from the installed
-	// Deployment's environment and running as the chart's service account:
-	// the chart's narrow RBAC must be all it needs to fill the Secret and
-	// inject the bundle.
-	deploy := &appsv1.Deployment{}
-	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fullname}, deploy); err != nil {
-		t.Fatal(err)
-	}
-	container := deploy.Spec.Template.Spec.Containers[0]
-	asChart := rest.CopyConfig(cp.Config)
-	asChart.Impersonate = rest.ImpersonationConfig{
-		UserName: selfUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}
-	runCertificateManager(t, asChart, webhookcerts.Options{
-		Namespace:         namespace,
-		SecretName:        env(container, "FENCEGATE_WEBHOOK_SECRET_NAME"),
-		ServiceName:       env(container, "FENCEGATE_WEBHOOK_SERVICE_NAME"),
-		ValidatingWebhook: env(container, "FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION"),
-		MutatingWebhook:   env(container, "FENCEGATE_MUTATING_WEBHOOK_CONFIGURATION"),
-		CertDir:           t.TempDir(),
-	})
+	// fencegate's certificate manager, running as the chart's service
+	// account: the chart's narrow RBAC must be all it needs to fill the
+	// Secret and inject the bundle.
+	asChart := runTheChartsCertificateManager(t, cp)
 	// The RBAC is narrow indeed: the same identity may not read another
 	// Secret.
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "other"}}
@@ -496,9 +479,14 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 				t.Fatal(err)
 			}
 		}
-		for name, b := range map[string][]byte{"validating": vwc.Webhooks[0].ClientConfig.CABundle, "mutating": mwc.Webhooks[0].ClientConfig.CABundle} {
-			if len(b) == 0 || string(b) != string(bundle) {
-				t.Errorf("%s: the %s webhook does not carry the Secret's CA bundle", when, name)
+		for _, w := range vwc.Webhooks {
+			if b := w.ClientConfig.CABundle; len(b) == 0 || string(b) != string(bundle) {
+				t.Errorf("%s: the validating webhook %s does not carry the Secret's CA bundle", when, w.Name)
+			}
+		}
+		for _, w := range mwc.Webhooks {
+			if b := w.ClientConfig.CABundle; len(b) == 0 || string(b) != string(bundle) {
+				t.Errorf("%s: the mutating webhook %s does not carry the Secret's CA bundle", when, w.Name)
 			}
 		}
 	}
@@ -508,6 +496,7 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		"--reuse-values", "--set", "epoch=8"); err != nil {
 		t.Fatal(err)
 	}
+	deploy := &appsv1.Deployment{}
 	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fullname}, deploy); err != nil {
 		t.Fatal(err)
 	}
@@ -536,6 +525,33 @@ func testInstallUpgrade(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 			t.Errorf("authority NOTES lack %q:\n%s", want, out)
 		}
 	}
+}
+
+// runTheChartsCertificateManager runs fencegate's certificate manager,
+// configured from the installed Deployment's environment and as the chart's
+// service account (whose impersonating config it returns), until it is
+// ready: it has filled the Secret and injected the bundle.
+func runTheChartsCertificateManager(t *testing.T, cp *cluster.ControlPlane) *rest.Config {
+	t.Helper()
+	deploy := &appsv1.Deployment{}
+	if err := cp.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: fullname}, deploy); err != nil {
+		t.Fatal(err)
+	}
+	container := deploy.Spec.Template.Spec.Containers[0]
+	asChart := rest.CopyConfig(cp.Config)
+	asChart.Impersonate = rest.ImpersonationConfig{
+		UserName: selfUser,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	runCertificateManager(t, asChart, webhookcerts.Options{
+		Namespace:         namespace,
+		SecretName:        env(container, "FENCEGATE_WEBHOOK_SECRET_NAME"),
+		ServiceName:       env(container, "FENCEGATE_WEBHOOK_SERVICE_NAME"),
+		ValidatingWebhook: env(container, "FENCEGATE_VALIDATING_WEBHOOK_CONFIGURATION"),
+		MutatingWebhook:   env(container, "FENCEGATE_MUTATING_WEBHOOK_CONFIGURATION"),
+		CertDir:           t.TempDir(),
+	})
+	return asChart
 }
 
 // runCertificateManager runs webhookcerts with cfg until it is ready, then

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -232,7 +233,14 @@ func TestFencegateChart(t *testing.T) {
 			check: func(t *testing.T, r fencegateRender) {
 				values := readValues(t, ci("external-certs-values.yaml")[0])
 				want := []byte(values["webhook"].(map[string]any)["tls"].(map[string]any)["caBundle"].(string))
-				for _, b := range [][]byte{r.vwc.Webhooks[0].ClientConfig.CABundle, r.mwc.Webhooks[0].ClientConfig.CABundle} {
+				var bundles [][]byte
+				for _, w := range r.vwc.Webhooks {
+					bundles = append(bundles, w.ClientConfig.CABundle)
+				}
+				for _, w := range r.mwc.Webhooks {
+					bundles = append(bundles, w.ClientConfig.CABundle)
+				}
+				for _, b := range bundles {
 					if !bytes.Equal(b, want) {
 						t.Errorf("caBundle = %q, want the values' bundle", b)
 					}
@@ -378,82 +386,139 @@ func TestFencegateChart(t *testing.T) {
 func checkFencegateInvariants(t *testing.T, r fencegateRender) {
 	t.Helper()
 
-	// The webhooks see Components, and the kinds the config fences beside
-	// them (admission.kinds, data.fencegate.config's fenced_kinds), in its
-	// order, each by its main resource only.
+	// The webhooks: in each configuration the Components' (named
+	// validate.fencegate.dev and mutate.fencegate.dev), which see
+	// Components and nothing else; and, only when the config fences other
+	// kinds (admission.kinds, data.fencegate.config's fenced_kinds), a
+	// second webhook (validate.kinds.fencegate.dev, mutate.kinds.fencegate.dev)
+	// that sees exactly those kinds, in its order, each by its main
+	// resource only. It is set up as the Components' webhook but for a
+	// namespaceSelector that, within theirs, always leaves out the release
+	// namespace: fencegate's own Deployment stays upgradable.
 	type hook struct {
-		name  string
-		rules []admissionregistrationv1.RuleWithOperations
-		cc    admissionregistrationv1.WebhookClientConfig
-		side  *admissionregistrationv1.SideEffectClass
-		arv   []string
-		match *admissionregistrationv1.MatchPolicyType
-		path  string
-	}
-	var hooks []hook
-	for _, w := range r.vwc.Webhooks {
-		hooks = append(hooks, hook{w.Name, w.Rules, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.MatchPolicy, "/validate"})
-	}
-	for _, w := range r.mwc.Webhooks {
-		hooks = append(hooks, hook{w.Name, w.Rules, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.MatchPolicy, "/mutate"})
-		for _, rule := range w.Rules {
-			isComponents := slices.Contains(rule.APIGroups, "components.fencegate.dev")
-			if isComponents && (slices.Contains(rule.Operations, admissionregistrationv1.Delete) || slices.Contains(rule.Resources, "components/status")) {
-				t.Errorf("the mutating webhook has no business with deletes or status of Components: %s", rulesText([]admissionregistrationv1.RuleWithOperations{rule}))
-			}
-		}
-	}
-	if len(hooks) != 2 {
-		t.Fatalf("%d webhooks, want one validating and one mutating", len(hooks))
+		kind, name string
+		rules      []admissionregistrationv1.RuleWithOperations
+		cc         admissionregistrationv1.WebhookClientConfig
+		side       *admissionregistrationv1.SideEffectClass
+		arv        []string
+		match      *admissionregistrationv1.MatchPolicyType
+		failure    *admissionregistrationv1.FailurePolicyType
+		timeout    *int32
+		nsSel      *metav1.LabelSelector
+		objSel     *metav1.LabelSelector
+		reinvoke   *admissionregistrationv1.ReinvocationPolicyType
+		path       string
 	}
 	fenced, _ := r.config["fenced_kinds"].([]any)
-	for _, w := range hooks {
-		var others []admissionregistrationv1.RuleWithOperations
-		for _, rule := range w.rules {
+	configs := []struct {
+		kind, components, kinds string
+		hooks                   []hook
+	}{
+		{kind: "validating", components: "validate.fencegate.dev", kinds: validateKindsHook},
+		{kind: "mutating", components: "mutate.fencegate.dev", kinds: mutateKindsHook},
+	}
+	for _, w := range r.vwc.Webhooks {
+		configs[0].hooks = append(configs[0].hooks, hook{"validating", w.Name, w.Rules, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.MatchPolicy,
+			w.FailurePolicy, w.TimeoutSeconds, w.NamespaceSelector, w.ObjectSelector, nil, "/validate"})
+	}
+	for _, w := range r.mwc.Webhooks {
+		configs[1].hooks = append(configs[1].hooks, hook{"mutating", w.Name, w.Rules, w.ClientConfig, w.SideEffects, w.AdmissionReviewVersions, w.MatchPolicy,
+			w.FailurePolicy, w.TimeoutSeconds, w.NamespaceSelector, w.ObjectSelector, w.ReinvocationPolicy, "/mutate"})
+	}
+	wantHooks := 1
+	if len(fenced) > 0 {
+		wantHooks = 2
+	}
+	for _, c := range configs {
+		if len(c.hooks) != wantHooks {
+			t.Fatalf("%d %s webhooks, want %d: the Components' and, for the %d kinds the config fences, the kinds'", len(c.hooks), c.kind, wantHooks, len(fenced))
+		}
+		components := c.hooks[0]
+		if components.name != c.components {
+			t.Errorf("the first %s webhook is %q, want the Components' %q", c.kind, components.name, c.components)
+		}
+		for _, rule := range components.rules {
 			if !reflect.DeepEqual(rule.APIGroups, []string{"components.fencegate.dev"}) {
-				others = append(others, rule)
-				continue
+				t.Errorf("%s: a rule for other kinds than Components: %s (admission.kinds has a webhook of its own)", components.name, rulesText([]admissionregistrationv1.RuleWithOperations{rule}))
 			}
 			for _, res := range rule.Resources {
 				if res != "components" && res != "components/status" {
-					t.Errorf("%s: resource %q is not a Component", w.name, res)
+					t.Errorf("%s: resource %q is not a Component", components.name, res)
 				}
 			}
 			if rule.Scope == nil || *rule.Scope != admissionregistrationv1.NamespacedScope {
-				t.Errorf("%s: scope must be Namespaced", w.name)
+				t.Errorf("%s: scope must be Namespaced", components.name)
+			}
+			if c.kind == "mutating" && (slices.Contains(rule.Operations, admissionregistrationv1.Delete) || slices.Contains(rule.Resources, "components/status")) {
+				t.Errorf("the mutating webhook has no business with deletes or status of Components: %s", rulesText([]admissionregistrationv1.RuleWithOperations{rule}))
 			}
 		}
-		if len(others) != len(fenced) {
-			t.Errorf("%s: %d rules for other kinds than Components\n%s\nwant one for each kind the config fences %v", w.name, len(others), rulesText(others), fenced)
+		if len(components.rules) == 0 {
+			t.Errorf("%s: no rules", components.name)
 		}
-		for i, rule := range others {
+		for _, w := range c.hooks {
+			if w.side == nil || *w.side != admissionregistrationv1.SideEffectClassNone {
+				t.Errorf("%s: sideEffects must be None (dry-run requests need it)", w.name)
+			}
+			if !reflect.DeepEqual(w.arv, []string{"v1"}) {
+				t.Errorf("%s: admissionReviewVersions %v, want [v1]", w.name, w.arv)
+			}
+			if w.match == nil || *w.match != admissionregistrationv1.Equivalent {
+				t.Errorf("%s: matchPolicy must be Equivalent", w.name)
+			}
+			if s := w.cc.Service; s == nil || s.Name != webhookSvc || s.Namespace != namespace || *s.Path != w.path || *s.Port != 443 {
+				t.Errorf("%s: clientConfig %+v, want service %s/%s port 443 path %s", w.name, w.cc.Service, namespace, webhookSvc, w.path)
+			}
+		}
+		if wantHooks == 1 {
+			continue
+		}
+
+		kinds := c.hooks[1]
+		if kinds.name != c.kinds {
+			t.Errorf("the second %s webhook is %q, want %q", c.kind, kinds.name, c.kinds)
+		}
+		if len(kinds.rules) != len(fenced) {
+			t.Errorf("%s: %d rules\n%s\nwant one for each kind the config fences %v", kinds.name, len(kinds.rules), rulesText(kinds.rules), fenced)
+		}
+		for i, rule := range kinds.rules {
 			if i < len(fenced) {
 				kind, _ := fenced[i].(map[string]any)
 				if group, _ := kind["group"].(string); !reflect.DeepEqual(rule.APIGroups, []string{group}) {
-					t.Errorf("%s: rule %d for other kinds has apiGroups %v, want the fenced kind's group %q", w.name, i, rule.APIGroups, group)
+					t.Errorf("%s: rule %d has apiGroups %v, want the fenced kind's group %q", kinds.name, i, rule.APIGroups, group)
 				}
 			}
 			if len(rule.Resources) != 1 || strings.Contains(rule.Resources[0], "/") {
-				t.Errorf("%s: rule %s must name one main resource, never a subresource: actuators keep writing status", w.name, rulesText(others[i:i+1]))
+				t.Errorf("%s: rule %s must name one main resource, never a subresource: actuators keep writing status", kinds.name, rulesText(kinds.rules[i:i+1]))
 			}
 			if !reflect.DeepEqual(rule.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}) {
-				t.Errorf("%s: rule %s: want the operations CREATE, UPDATE, DELETE", w.name, rulesText(others[i:i+1]))
+				t.Errorf("%s: rule %s: want the operations CREATE, UPDATE, DELETE", kinds.name, rulesText(kinds.rules[i:i+1]))
 			}
 			if !reflect.DeepEqual(rule.APIVersions, []string{"*"}) || rule.Scope == nil || *rule.Scope != admissionregistrationv1.AllScopes {
-				t.Errorf("%s: rule %s: want every version and scope", w.name, rulesText(others[i:i+1]))
+				t.Errorf("%s: rule %s: want every version and scope", kinds.name, rulesText(kinds.rules[i:i+1]))
 			}
 		}
-		if w.side == nil || *w.side != admissionregistrationv1.SideEffectClassNone {
-			t.Errorf("%s: sideEffects must be None (dry-run requests need it)", w.name)
+		excluded, rest, ok := excludedNamespaces(kinds.nsSel)
+		within := components.nsSel
+		if within == nil {
+			within = &metav1.LabelSelector{}
 		}
-		if !reflect.DeepEqual(w.arv, []string{"v1"}) {
-			t.Errorf("%s: admissionReviewVersions %v, want [v1]", w.name, w.arv)
+		switch {
+		case !ok:
+			t.Errorf("%s: namespaceSelector %s, want one %s NotIn expression", kinds.name, metav1.FormatLabelSelector(kinds.nsSel), namespaceNameLabel)
+		case len(excluded) == 0 || excluded[0] != namespace:
+			t.Errorf("%s: namespaceSelector leaves out %v, want the release namespace %s first", kinds.name, excluded, namespace)
+		case !reflect.DeepEqual(rest, within):
+			t.Errorf("%s: namespaceSelector %s, want it within the Components' webhook's %s", kinds.name, metav1.FormatLabelSelector(kinds.nsSel), metav1.FormatLabelSelector(components.nsSel))
 		}
-		if w.match == nil || *w.match != admissionregistrationv1.Equivalent {
-			t.Errorf("%s: matchPolicy must be Equivalent", w.name)
+		if len(excluded) != len(slices.Compact(slices.Sorted(slices.Values(excluded)))) {
+			t.Errorf("%s: namespaceSelector leaves out %v, some twice", kinds.name, excluded)
 		}
-		if s := w.cc.Service; s == nil || s.Name != webhookSvc || s.Namespace != namespace || *s.Path != w.path || *s.Port != 443 {
-			t.Errorf("%s: clientConfig %+v, want service %s/%s port 443 path %s", w.name, w.cc.Service, namespace, webhookSvc, w.path)
+		// The rest as the Components' webhook.
+		same := kinds
+		same.name, same.rules, same.nsSel = components.name, components.rules, components.nsSel
+		if !reflect.DeepEqual(same, components) {
+			t.Errorf("%s is set up unlike %s beyond its rules and namespaceSelector", kinds.name, components.name)
 		}
 	}
 
