@@ -15,21 +15,22 @@ const (
 )
 
 // ComponentWebhooks returns webhook install options for fencegate's
-// validating (/validate) and mutating (/mutate) webhooks, scoped to
-// Components, and to the fenced resources (the chart's admission.kinds),
-// the way the Helm chart scopes them: validation of Components and
-// their status (so that only the controller writes status on a fenced
-// cluster), mutation of Components, sideEffects None, failurePolicy Fail,
-// admission.k8s.io/v1. Hand them to Options.Webhooks;
-// Start fills in LocalServingHost, LocalServingPort and LocalServingCertDir
-// (tls.crt, tls.key), where fencegate's webhook server must listen, and
-// points the API server at them over TLS.
+// validating (/validate) and mutating (/mutate) webhooks the way the Helm
+// chart writes them: an entry for Components (validation of Components and
+// their status, so that only the controller writes status on a fenced
+// cluster; mutation of Components) and, with fenced resources (the
+// chart's admission.kinds), an entry for their main resources that skips
+// fencegate's namespace and kube-system; sideEffects None, failurePolicy
+// Fail, admission.k8s.io/v1. Hand them to Options.Webhooks; Start fills in
+// LocalServingHost, LocalServingPort and LocalServingCertDir (tls.crt,
+// tls.key), where fencegate's webhook server must listen, and points the
+// API server at them over TLS.
 func ComponentWebhooks(fenced ...schema.GroupResource) *envtest.WebhookInstallOptions {
 	operations := []admissionregistrationv1.OperationType{
 		admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete,
 	}
-	rules := func(resources ...string) []admissionregistrationv1.RuleWithOperations {
-		rs := []admissionregistrationv1.RuleWithOperations{{
+	components := func(resources ...string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
 			Operations: operations,
 			Rule: admissionregistrationv1.Rule{
 				APIGroups:   []string{"components.fencegate.dev"},
@@ -38,19 +39,22 @@ func ComponentWebhooks(fenced ...schema.GroupResource) *envtest.WebhookInstallOp
 				Scope:       ptr.To(admissionregistrationv1.NamespacedScope),
 			},
 		}}
-		// A fenced resource's main resource only: its actuator keeps
-		// writing its status, which tells whether it has gone quiet.
-		for _, gr := range fenced {
-			rs = append(rs, admissionregistrationv1.RuleWithOperations{
-				Operations: operations,
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{gr.Group}, APIVersions: []string{"*"}, Resources: []string{gr.Resource},
-					Scope: ptr.To(admissionregistrationv1.AllScopes),
-				},
-			})
-		}
-		return rs
 	}
+	// A fenced resource's main resource only: its actuator keeps writing
+	// its status, which tells whether it has gone quiet.
+	var kinds []admissionregistrationv1.RuleWithOperations
+	for _, gr := range fenced {
+		kinds = append(kinds, admissionregistrationv1.RuleWithOperations{
+			Operations: operations,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{gr.Group}, APIVersions: []string{"*"}, Resources: []string{gr.Resource},
+				Scope: ptr.To(admissionregistrationv1.AllScopes),
+			},
+		})
+	}
+	notFencegates := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"fencegate-system", "kube-system"},
+	}}}
 	clientConfig := func(path string) admissionregistrationv1.WebhookClientConfig {
 		// envtest rewrites the service reference into a URL on the local
 		// serving host and port.
@@ -59,33 +63,47 @@ func ComponentWebhooks(fenced ...schema.GroupResource) *envtest.WebhookInstallOp
 		}
 	}
 	sideEffects := admissionregistrationv1.SideEffectClassNone
+	validating := func(name string, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name:                    name,
+			ClientConfig:            clientConfig("/validate"),
+			Rules:                   rules,
+			NamespaceSelector:       namespaces,
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          ptr.To[int32](5),
+			AdmissionReviewVersions: []string{"v1"},
+		}
+	}
+	mutating := func(name string, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{
+			Name:                    name,
+			ClientConfig:            clientConfig("/mutate"),
+			Rules:                   rules,
+			NamespaceSelector:       namespaces,
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          ptr.To[int32](5),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		}
+	}
+	validate := []admissionregistrationv1.ValidatingWebhook{validating("validate.components.fencegate.dev", components("components", "components/status"), nil)}
+	mutate := []admissionregistrationv1.MutatingWebhook{mutating("mutate.components.fencegate.dev", components("components"), nil)}
+	if len(kinds) > 0 {
+		validate = append(validate, validating("validate.kinds.fencegate.dev", kinds, notFencegates))
+		mutate = append(mutate, mutating("mutate.kinds.fencegate.dev", kinds, notFencegates))
+	}
 	return &envtest.WebhookInstallOptions{
 		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{{
 			ObjectMeta: metav1.ObjectMeta{Name: ValidatingWebhookName},
-			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-				Name:                    "validate.components.fencegate.dev",
-				ClientConfig:            clientConfig("/validate"),
-				Rules:                   rules("components", "components/status"),
-				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-				SideEffects:             &sideEffects,
-				TimeoutSeconds:          ptr.To[int32](5),
-				AdmissionReviewVersions: []string{"v1"},
-			}},
+			Webhooks:   validate,
 		}},
 		MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{{
 			ObjectMeta: metav1.ObjectMeta{Name: MutatingWebhookName},
-			Webhooks: []admissionregistrationv1.MutatingWebhook{{
-				Name:                    "mutate.components.fencegate.dev",
-				ClientConfig:            clientConfig("/mutate"),
-				Rules:                   rules("components"),
-				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-				SideEffects:             &sideEffects,
-				TimeoutSeconds:          ptr.To[int32](5),
-				AdmissionReviewVersions: []string{"v1"},
-				ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
-			}},
+			Webhooks:   mutate,
 		}},
 	}
 }
