@@ -4,5 +4,10 @@
 // on a real node (test/node), and Flux's kustomize-controller, built from
 // its pinned module (hack/tools/flux), applying from a source whose
 // artifact the test serves, with the Flux CRDs taken from the pinned
-// modules. Each test can be run alone by its name.
+// modules. TestShippedHoldsOnRealCRDs holds and releases an object of every
+// other kind the shipped policies hold (Argo CD, KEDA, Velero, Argo
+// Workflows, a Crossplane managed resource) on its project's real CRD,
+// read from the modules hack/tools/crds pins: the hold is accepted, the
+// held field is not pruned, and the release restores the object exactly.
+// Each test can be run alone by its name.
 package actuators
