@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fencegate/fencegate/engine/enginetest"
@@ -38,6 +39,9 @@ func startHolder(t *testing.T, cp *cluster.ControlPlane, f *enginetest.Switch, k
 		Scheme:                 cp.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// Each test runs a manager of its own with the same controllers
+		// (go test -count runs them again in one process).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatal(err)
