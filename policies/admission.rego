@@ -44,10 +44,12 @@ decision := {
 # Components are fenced, and so are the kinds the configuration names
 # (settings.fenced_kinds); anything else the webhook may be sent is
 # admitted untouched.
-fenced_kind if {
+component if {
 	input.request.kind.group == "components.fencegate.dev"
 	input.request.kind.kind == "Component"
 }
+
+fenced_kind if component
 
 fenced_kind if {
 	some k in settings.fenced_kinds
@@ -68,8 +70,10 @@ deletes if {
 # fencegate's hold controller holding or releasing an actuator's object
 # (field manager fencegate-hold, as fencegate's service account): always
 # admitted, and neither stamped nor marked, so that a release restores the
-# object exactly.
+# object exactly. Never a Component: the hold controller holds actuators,
+# and a Component changes only where the fence is held.
 hold_patch if {
+	not component
 	input.request.operation == "UPDATE"
 	input.request.options.fieldManager == "fencegate-hold"
 	some user in settings.controller_users
@@ -200,9 +204,7 @@ denial := concat("", ["fencegate: ", kind_clause, ownership.explanation])
 
 default kind_clause := ""
 
-kind_clause := sprintf("%s is a kind fenced like Components here (admission.kinds). ", [input.request.kind.kind]) if {
-	not input.request.kind.kind == "Component"
-}
+kind_clause := sprintf("%s is a kind fenced like Components here (admission.kinds). ", [input.request.kind.kind]) if not component
 
 default allowed := true
 

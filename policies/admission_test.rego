@@ -467,3 +467,8 @@ test_fencegate_hold_as_field_manager_opens_nothing_to_anyone_else if {
 	d := decide(cronjob_request("UPDATE", hold_options), fence("fenced"), fenced_cronjobs)
 	not d.allowed
 }
+
+test_fencegate_hold_as_field_manager_never_opens_components if {
+	d := decide(request("UPDATE", object.union(hold_options, {"userInfo": {"username": "system:serviceaccount:fencegate:fencegate"}})), fence("fenced"), fenced_cronjobs)
+	not d.allowed
+}
