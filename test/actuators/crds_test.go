@@ -22,6 +22,7 @@ import (
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/pinned"
 )
 
 // heldField is a field a shipped rule sets when it holds, at its held value
@@ -425,7 +426,7 @@ func TestShippedHoldsOnRealCRDs(t *testing.T) {
 // hack/tools/crds pins, downloaded into (or found in) the module cache.
 func realCRDs(t *testing.T, kinds []realKind) []string {
 	t.Helper()
-	root, err := cluster.ModuleRoot()
+	tools, err := pinned.ToolsModule("crds")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,10 +436,13 @@ func realCRDs(t *testing.T, kinds []realKind) []string {
 			modules = append(modules, k.module)
 		}
 	}
-	pinned := goModDownload(t, filepath.Join(root, "hack", "tools", "crds"), modules...)
+	downloaded, err := pinned.Download(context.Background(), tools, modules...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var crds []string
 	for _, k := range kinds {
-		m, ok := pinned[k.module]
+		m, ok := downloaded[k.module]
 		if !ok {
 			t.Fatalf("%s: hack/tools/crds does not pin %s", k.rule, k.module)
 		}

@@ -8,12 +8,10 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,6 +28,7 @@ import (
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/test/cluster"
+	"github.com/fencegate/fencegate/test/pinned"
 	"github.com/fencegate/fencegate/test/proc"
 )
 
@@ -166,73 +165,15 @@ func kindProgress(p hold.Progress, kind string) (hold.KindProgress, bool) {
 }
 
 // fluxCRDs returns the CRDs of the pinned Flux modules, read from the
-// module cache: kustomize-controller's (hack/tools/flux pins it) and the
-// source kinds it watches (GitRepository, OCIRepository, Bucket), from
-// source-controller at the version of the source API that
-// kustomize-controller requires. Neither is a copy.
+// module cache (pinned.Flux): kustomize-controller's and its source kinds'.
 func fluxCRDs(t *testing.T) []string {
 	t.Helper()
-	root, err := cluster.ModuleRoot()
+	flux, err := pinned.Flux(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinned := goModDownload(t, filepath.Join(root, "hack", "tools", "flux"),
-		"github.com/fluxcd/kustomize-controller", "github.com/fluxcd/source-controller/api")
-	kcDir := pinned["github.com/fluxcd/kustomize-controller"].Dir
-	api := pinned["github.com/fluxcd/source-controller/api"].Version
-
-	// source-controller's root module is no dependency of the tools
-	// module (its API module is): download it in a scratch module, not to
-	// touch hack/tools/flux/go.sum. Its CRDs are generated from the API
-	// module of the same version, which its go.mod requires.
-	scratch := t.TempDir()
-	if err := os.WriteFile(filepath.Join(scratch, "go.mod"), []byte("module fluxcrds\n\ngo 1.26.0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sc := goModDownload(t, scratch, "github.com/fluxcd/source-controller@"+api)["github.com/fluxcd/source-controller"]
-	if mod, err := os.ReadFile(sc.GoMod); err != nil || !strings.Contains(string(mod), "github.com/fluxcd/source-controller/api "+api) {
-		t.Fatalf("source-controller %s does not require its API module at %s (%v): its CRDs may not be the ones kustomize-controller reads", sc.Version, api, err)
-	}
-	crds := []string{filepath.Join(kcDir, "config", "crd", "bases", "kustomize.toolkit.fluxcd.io_kustomizations.yaml")}
-	for _, kind := range []string{"gitrepositories", "ocirepositories", "buckets"} {
-		crds = append(crds, filepath.Join(sc.Dir, "config", "crd", "bases", "source.toolkit.fluxcd.io_"+kind+".yaml"))
-	}
-	for _, crd := range crds {
-		if _, err := os.Stat(crd); err != nil {
-			t.Fatalf("CRD of the pinned Flux modules: %v", err)
-		}
-	}
-	t.Logf("CRDs of kustomize-controller %s and source-controller %s", pinned["github.com/fluxcd/kustomize-controller"].Version, sc.Version)
-	return crds
-}
-
-type downloaded struct{ Path, Version, Dir, GoMod, Error string }
-
-// goModDownload runs `go mod download -json` for modules in dir and returns
-// what it downloaded (or found in the module cache) by module path.
-func goModDownload(t *testing.T, dir string, modules ...string) map[string]downloaded {
-	t.Helper()
-	cmd := exec.Command("go", append([]string{"mod", "download", "-json"}, modules...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go mod download %s in %s: %v\n%s", strings.Join(modules, " "), dir, err, stderr.String())
-	}
-	got := map[string]downloaded{}
-	for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
-		var m downloaded
-		if err := dec.Decode(&m); err != nil {
-			t.Fatalf("go mod download -json: %v", err)
-		}
-		if m.Error != "" || m.Dir == "" {
-			t.Fatalf("go mod download %s@%s: %q", m.Path, m.Version, m.Error)
-		}
-		got[m.Path] = m
-	}
-	return got
+	t.Logf("CRDs of kustomize-controller %s and source-controller %s", flux.KustomizeController.Version, flux.SourceController.Version)
+	return flux.CRDs
 }
 
 // startKustomizeController runs the kustomize-controller that

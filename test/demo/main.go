@@ -1,7 +1,9 @@
 // Command demo is what `make run` runs: a fence authority with embedded etcd,
 // served with mTLS and an authorization file, and two real control planes,
 // "east" and "west", each served by `fencegate run` with a client
-// certificate of its own identity and serving two fence domains; then a
+// certificate of its own identity and serving two fence domains, and
+// holding a CronJob and a Flux Kustomization (under Flux's real CRD) while
+// its cluster does not hold the fence; then a
 // failover and a failback by `fencegate failover`, and the two domains held
 // by opposite clusters, one failing over while the other's holder keeps
 // writing, walked through step by step. Every step checks its outcome. The stack stays up for trying things by hand until Ctrl-C, or
@@ -20,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencegate/fencegate/test/pinned"
 	"github.com/fencegate/fencegate/test/stack"
 )
 
@@ -57,6 +60,14 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(out, "  "+format+"\n", args...) }
 
+	// Flux's real CRDs, from the module cache at the versions
+	// hack/tools/flux pins: the walkthrough holds a Kustomization.
+	fluxCRDs, err := pinned.FluxCRDs(ctx)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("the CRDs of the pinned Flux modules: %w", err)
+	}
+
 	fmt.Fprintln(out, "fencegate: two clusters, one ownership fence")
 	fmt.Fprintln(out, "Setting up: a fence authority (mTLS, an authorization file) and two real Kubernetes control planes on this machine.")
 	s, err := stack.Start(ctx, stack.Options{
@@ -65,7 +76,9 @@ func run(ctx context.Context, bin string, exit bool, out io.Writer) (err error) 
 		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
 		Domains:  []string{paymentsDomain},
 		MTLS:     true,
-		// A second of quiet counts: the demo's CronJob runs nothing.
+		CRDs:     fluxCRDs,
+		// A second of quiet counts: the demo's CronJob runs nothing, and
+		// no Flux controller runs to reconcile its Kustomization.
 		HoldKinds:    holdKinds,
 		HoldQuietFor: time.Second,
 		Say:          say,

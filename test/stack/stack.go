@@ -111,6 +111,10 @@ type Options struct {
 	// AuditLog makes each control plane log every request it answers
 	// (cluster.Options.AuditLog).
 	AuditLog bool
+	// CRDs are more CustomResourceDefinition files or directories every
+	// cluster's control plane installs, beside fencegate's own
+	// (config/crd): those of the actuators HoldKinds names, say.
+	CRDs []string
 	// HoldKinds are the resources fencegate holds (--hold-kinds,
 	// resource.group); HoldQuietFor is --hold-quiet-for (its default
 	// when zero).
@@ -322,7 +326,16 @@ func (s *Stack) startCluster(ctx context.Context, spec ClusterSpec) error {
 		fenced = append(fenced, schema.GroupResource{Group: k.Group, Resource: k.Resource})
 	}
 	webhooks := cluster.ComponentWebhooks(fenced...)
-	cp, err := cluster.Start(cluster.Options{Name: label, Webhooks: webhooks, RestoreFrom: spec.RestoreFrom, AuditLog: s.opts.AuditLog})
+	// No CRDs means fencegate's own alone (config/crd).
+	var crds []string
+	if len(s.opts.CRDs) > 0 {
+		root, err := cluster.ModuleRoot()
+		if err != nil {
+			return err
+		}
+		crds = append([]string{filepath.Join(root, "config", "crd")}, s.opts.CRDs...)
+	}
+	cp, err := cluster.Start(cluster.Options{Name: label, CRDs: crds, Webhooks: webhooks, RestoreFrom: spec.RestoreFrom, AuditLog: s.opts.AuditLog})
 	if err != nil {
 		return err
 	}
