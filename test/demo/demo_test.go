@@ -30,7 +30,7 @@ func TestWalkthrough(t *testing.T) {
 		"✓ the authority granted the fence to east",
 		"STATE    EPOCH   HOLDER   TOKEN   COMPONENTS   HELD",
 		"kustomization.kustomize.toolkit.fluxcd.io/apps created",
-		"$ kubectl --context west get kustomizations -n default",
+		"$ kubectl --context west get cronjobs,kustomizations -n default -o custom-columns=KIND:.kind,NAME:.metadata.name,SUSPEND:.spec.suspend",
 		"✓ west does not hold the fence, so its fencegate suspended the CronJob and the Kustomization",
 		"No Flux controller runs in this demo",
 		"2/2 quiet Quiesced",

@@ -134,18 +134,21 @@ func actuatorKinds() string {
 	return strings.Join(kinds, " and ")
 }
 
-// getActuators shows `kubectl get` of every actuator's resource on both
-// clusters.
+// getActuators shows every actuator on both clusters, and whether it is
+// suspended.
 func (w *walkthrough) getActuators(ctx context.Context, east, west *stack.Cluster) error {
+	resources := make([]string, len(actuators))
+	for i, a := range actuators {
+		resources[i] = a.resource
+	}
 	for _, c := range []*stack.Cluster{east, west} {
-		for _, a := range actuators {
-			_, exit, err := w.kubectl(ctx, c, nil, "get", a.resource, "-n", "default")
-			if err != nil {
-				return fmt.Errorf("kubectl get %s on %s: %w", a.resource, c.Name, err)
-			}
-			if exit != 0 {
-				return fmt.Errorf("kubectl get %s on %s: exit %d", a.resource, c.Name, exit)
-			}
+		_, exit, err := w.kubectl(ctx, c, nil, "get", strings.Join(resources, ","), "-n", "default",
+			"-o", "custom-columns=KIND:.kind,NAME:.metadata.name,SUSPEND:.spec.suspend")
+		if err != nil {
+			return fmt.Errorf("kubectl get the actuators on %s: %w", c.Name, err)
+		}
+		if exit != 0 {
+			return fmt.Errorf("kubectl get the actuators on %s: exit %d", c.Name, exit)
 		}
 	}
 	return nil
