@@ -41,11 +41,11 @@ const (
 
 // names of the steps, as the timeline prints them.
 var stepNames = [...]string{
-	StepDeclared:      "epoch declared",
-	StepHolderTold:    "old holder told",
-	StepHolderStopped: "old holder stopped admitting",
-	StepGranted:       "fence granted",
-	StepHolderMarked:  "old holder re-marked",
+	StepDeclared:       "epoch declared",
+	StepHolderTold:     "old holder told",
+	StepHolderStopped:  "old holder stopped admitting",
+	StepGranted:        "fence granted",
+	StepHolderMarked:   "old holder re-marked",
 	StepTargetMarked:   "new holder re-marked",
 	StepHolderQuiesced: "old holder quiesced",
 }

@@ -3,7 +3,6 @@ package hold_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -189,7 +188,7 @@ func TestHoldAndReleaseCronJobs(t *testing.T) {
 	if err := h.cp.Client.Status().Update(ctx, running); err != nil {
 		t.Fatal(err)
 	}
-	p = h.waitProgress(t, "the CronJob with a running Job to be loud", func(k hold.KindProgress) bool {
+	h.waitProgress(t, "the CronJob with a running Job to be loud", func(k hold.KindProgress) bool {
 		return k.Quiet == 3 && len(k.Activity) == 1 && k.Activity[0] == "CronJob default/mine: 1 Job still running"
 	})
 	running.Status.Active = nil
@@ -204,7 +203,7 @@ func TestHoldAndReleaseCronJobs(t *testing.T) {
 	}
 	h.waitFor(t, "a CronJob resumed while fenced to be held again", func(c *batchv1.CronJob) bool { return suspended(c) && recorded(c) }, "defaulted")
 	// A person applies suspend: true to "late" too: they now share it.
-	apply := fmt.Sprintf(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"late","namespace":"default"},"spec":{"suspend":true}}`)
+	apply := `{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"late","namespace":"default"},"spec":{"suspend":true}}`
 	if err := h.cp.Client.Patch(ctx, cronJob("late", nil), client.RawPatch(types.ApplyPatchType, []byte(apply)), client.FieldOwner("a-person"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
