@@ -41,8 +41,8 @@ func TestPolicyHotReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		edited := strings.Replace(string(src), `denial := concat("", ["fencegate: ", ownership.explanation])`,
-			`denial := concat("", ["fencegate (edited policy): ", ownership.explanation])`, 1)
+		edited := strings.Replace(string(src), `denial := concat("", ["fencegate: ", kind_clause, ownership.explanation])`,
+			`denial := concat("", ["fencegate (edited policy): ", kind_clause, ownership.explanation])`, 1)
 		if edited == string(src) {
 			t.Fatal("admission.rego has no denial rule to edit")
 		}

@@ -261,9 +261,9 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 // up.
 func TestBrokenPolicyUnderLoad(t *testing.T) {
 	const (
-		goodDenial  = `denial := concat("", ["fencegate: ", ownership.explanation])`
-		v2Denial    = `denial := concat("", ["fencegate (v2): ", ownership.explanation])`
-		typo        = `denial := concat("", ["fencegate (v2): ", ownership.explanation]`
+		goodDenial  = `denial := concat("", ["fencegate: ", kind_clause, ownership.explanation])`
+		v2Denial    = `denial := concat("", ["fencegate (v2): ", kind_clause, ownership.explanation])`
+		typo        = `denial := concat("", ["fencegate (v2): ", kind_clause, ownership.explanation]`
 		firstPrefix = "fencegate: cluster "
 		v2Prefix    = "fencegate (v2): cluster "
 	)
