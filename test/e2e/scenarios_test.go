@@ -149,8 +149,13 @@ func TestRestoredClusterIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, denial := dryRunCreate(t, ctx, east, "after-restore")
-	if !strings.Contains(denial, "declares epoch 1, lower than an epoch it declared before") {
+	// Ready means the fence state is loaded, not that the authority has
+	// answered yet: until it has, the refusal says there is no answer.
+	var denial string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, denial = dryRunCreate(t, ctx, east, "after-restore")
+		return strings.Contains(denial, "declares epoch 1, lower than an epoch it declared before"), nil
+	}); err != nil {
 		t.Errorf("denial of a restored cluster:\n%s", denial)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
