@@ -150,15 +150,7 @@ func TestHold(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			if len(tc.want) > 0 {
-				_, err := h.template(t.Context(), fencegateChart, tc.values, tc.args...)
-				if err == nil {
-					t.Fatalf("helm template passed, want a refusal containing %q", tc.want)
-				}
-				for _, want := range tc.want {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("helm template error = %v, want one containing %q", err, want)
-					}
-				}
+				checkRefused(t, h, tc.values, tc.args, tc.want)
 				return
 			}
 
@@ -286,6 +278,21 @@ func testHoldRole(t *testing.T, h *helmTool, cp *cluster.ControlPlane) {
 		})
 		if err != nil {
 			t.Errorf("may the chart's service account %s %s in group %q? %v (%s), want %v: %v", tc.verb, tc.resource, tc.group, sar.Status.Allowed, sar.Status.Reason, tc.want, err)
+		}
+	}
+}
+
+// checkRefused renders the fencegate chart with values and args, and fails
+// unless helm refuses it with an error containing each of want.
+func checkRefused(t *testing.T, h *helmTool, values, args []string, want []string) {
+	t.Helper()
+	_, err := h.template(t.Context(), fencegateChart, values, args...)
+	if err == nil {
+		t.Fatalf("helm template passed, want a refusal containing %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("helm template error = %v, want one containing %q", err, w)
 		}
 	}
 }
