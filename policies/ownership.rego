@@ -88,6 +88,29 @@ explanation := sprintf(
 	[this_cluster, cluster_epoch, domain, holder_clause, short_name, failover_args, domain, short_name, holder_epoch, holder_epoch + 1],
 ) if {
 	status == "fenced"
+	not handing_over
+}
+
+# handing_over is true while this cluster, still named holder, is fenced
+# because a cluster with a higher epoch takes the fence over: the agent
+# learns the new holder's name only from a later answer.
+handing_over if {
+	status == "fenced"
+	cluster_uid := object.get(fence, ["cluster", "uid"], "")
+	cluster_uid != ""
+	object.get(fence, ["holder", "uid"], "") == cluster_uid
+}
+
+explanation := sprintf(
+	concat(" ", [
+		"%s (epoch %d) no longer holds the ownership fence of domain %q: a cluster with a higher epoch",
+		"is taking it over. Components can only change on the cluster that holds the fence.",
+		"To keep the fence here, raise spec.epoch of the Fence %q on %s above the new holder's epoch",
+		"(fencegate failover %s --epoch N).",
+	]),
+	[this_cluster, cluster_epoch, domain, domain, short_name, failover_args],
+) if {
+	handing_over
 }
 
 explanation := sprintf(

@@ -133,3 +133,10 @@ test_explanation_unknown_without_an_agent_message if {
 	msg := ownership.explanation with data.fence as state("unknown", west, east)
 	startswith(msg, `cluster "west" (epoch 3) cannot confirm that it holds the ownership fence of domain "default"; the last known holder`)
 }
+
+test_a_holder_handing_over_is_not_told_it_holds_the_fence if {
+	msg := ownership.explanation with data.fence as state("fenced", east, east)
+	startswith(msg, `cluster "east" (epoch 7) no longer holds the ownership fence of domain "default": a cluster with a higher epoch is taking it over.`)
+	not contains(msg, `cluster "east" holds it`)
+	contains(msg, "fencegate failover --to east --epoch N")
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
@@ -42,10 +43,15 @@ func (o *logOptions) logger(cmd *cobra.Command) (logr.Logger, error) {
 	default:
 		return logr.Discard(), fmt.Errorf("--log-format %q: want json or console", o.format)
 	}
-	return zap.New(
+	logger := zap.New(
 		zap.WriteTo(cmd.ErrOrStderr()),
 		zap.Level(level),
 		zap.UseDevMode(development),
 		zap.StacktraceLevel(zapcore.PanicLevel),
-	), nil
+	)
+	// The controller-runtime parts every command may run (the manager,
+	// the certificate watchers) log through the same logger; unset, they
+	// print a warning with a stack trace instead.
+	ctrllog.SetLogger(logger)
+	return logger, nil
 }

@@ -334,7 +334,6 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 // engine, a fence agent and a Fence object per domain served, the webhook
 // and the controller, in one controller manager.
 func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
-	ctrl.SetLogger(logger)
 	served, err := o.served()
 	if err != nil {
 		return flagError("domains", "%v", err)
