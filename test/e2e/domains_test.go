@@ -27,8 +27,8 @@ func TestDomainsFailOverOneByOne(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	s := stack.StartForTest(t, ctx, stack.Options{
-		Clusters:      []stack.ClusterSpec{{Name: "east", Epoch: 2}, {Name: "west", Epoch: 1}},
-		Domains:       []string{"payments", "search"},
+		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 2}, {Name: "west", Epoch: 1}},
+		Domains:  []string{"payments", "search"},
 		// The holders release at once, so the lease's length does not slow
 		// the failovers down. A long one keeps the untouched domains'
 		// renewals from lapsing on a loaded machine (a 4 s lease leaves 2 s
