@@ -359,3 +359,61 @@ func FuzzAdmit(f *testing.F) {
 		}
 	})
 }
+
+// leaseAwarePolicies read the fields a renewal moves: every renewal must
+// give them new decisions, never the remembered ones.
+var leaseAwarePolicies = map[string]string{
+	"lease.rego": `package fencegate.admission
+
+import rego.v1
+
+warnings contains sprintf("lease until %d, last answer %d", [data.fence.valid_until_ns, data.fence.last_success_ns]) if {
+	input.request.operation == "UPDATE"
+}
+`,
+}
+
+// TestRenewalsDecideAsTheReference checks that renewals, which after the
+// first reuse the residual and remembered decisions without partial
+// evaluation, leave every admission and reconcile decision as the reference
+// makes it with the renewed data.fence, for policies that ignore the
+// renewed fields and for ones that read them.
+func TestRenewalsDecideAsTheReference(t *testing.T) {
+	component := map[string]any{
+		"apiVersion": "components.fencegate.dev/v1alpha1", "kind": "Component",
+		"metadata": map[string]any{"name": "billing", "namespace": "default"},
+		"spec":     map[string]any{"enabled": true},
+	}
+	requests := equivalenceRequests(t)
+	for name, extra := range map[string]map[string]string{"shipped": nil, "custom": customPolicies, "lease-aware": leaseAwarePolicies} {
+		t.Run(name, func(t *testing.T) {
+			p := newPair(t, extra, "")
+			state := eastActive
+			state.ValidUntilNS, state.LastSuccessNS = 1<<62, 1<<61
+			for renewal := range 4 {
+				state.ValidUntilNS += 1e9
+				state.LastSuccessNS += 1e9
+				p.writeFence(t, state)
+				for _, rc := range requests {
+					if err := p.compare(rc.body); err != nil {
+						t.Fatalf("renewal %d, %s: %v", renewal, rc.name, err)
+					}
+				}
+				got, err := p.engine.Reconcile(context.Background(), "default", component)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := p.reference.Reconcile(context.Background(), component)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("renewal %d: reconcile decisions differ\nreference: %+v\nengine:    %+v", renewal, want, got)
+				}
+				if f, _ := p.engine.Fence("default"); f != state {
+					t.Fatalf("renewal %d: the engine's fence state %+v, want %+v", renewal, f, state)
+				}
+			}
+		})
+	}
+}

@@ -21,7 +21,9 @@
 // everything that depends only on the fence state and the config (which
 // branch applies, the messages, the annotations to stamp) is evaluated
 // once, and each request evaluates what is left. A heartbeat that changes
-// nothing the policies read keeps the residual. Rules whose value may
+// nothing the policies read keeps the residual; once one did, the next
+// heartbeats skip partial evaluation and only swap the renewed values into
+// the data (snapshot.renewed). Rules whose value may
 // conflict on a request are left as references (conflicts.go), so that the
 // residual reports a conflict where the policy as written does; when the
 // residual fails on a request, the request is evaluated again with the

@@ -554,3 +554,57 @@ func TestTransitionLeavesOtherDomains(t *testing.T) {
 		t.Error("the view replaced was changed: views are immutable")
 	}
 }
+
+// TestRenewedSnapshot checks the renewal path: the second renewal of a
+// state whose residual ignores the renewed fields keeps the residual
+// without partial evaluation and carries exactly the data a full build
+// gives; a policy that reads those fields is never renewed that way.
+func TestRenewedSnapshot(t *testing.T) {
+	shipped, err := readPolicyFiles("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseAware := append(slices.Clone(shipped), policyFile{name: "lease.rego", content: []byte(`package fencegate.admission
+
+warnings contains sprintf("lease until %d", [data.fence.valid_until_ns]) if input.request.operation == "UPDATE"
+`)})
+	tests := map[string]struct {
+		files       []policyFile
+		wantRenewed bool
+	}{
+		"shipped":     {files: shipped, wantRenewed: true},
+		"lease-aware": {files: leaseAware},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := compile(t, tc.files, map[string]any{})
+			state := fencestate.State{Status: fencestate.Active, Domain: "default", Token: 1042, ValidUntilNS: 1e18, LastSuccessNS: 9e17,
+				Cluster: fencestate.Cluster{Name: "east", Epoch: 7}, Holder: fencestate.Cluster{Name: "east", Epoch: 7}}
+			var snaps []*snapshot
+			var prev *snapshot
+			for range 3 {
+				state.ValidUntilNS += 5e9
+				state.LastSuccessNS += 5e9
+				s, err := newSnapshot(context.Background(), p, &state, prev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				snaps, prev = append(snaps, s), s
+			}
+			last := snaps[2]
+			if renewed := last.residual == snaps[0].residual && last.renewable; renewed != tc.wantRenewed {
+				t.Errorf("third write renewed the first residual: %v, want %v", renewed, tc.wantRenewed)
+			}
+			full, err := newSnapshot(context.Background(), p, &state, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last.txn.data.Compare(full.txn.data) != 0 {
+				t.Errorf("data after renewals:\n%v\nwant\n%v", last.txn.data, full.txn.data)
+			}
+			if !last.expiresAt.Equal(time.Unix(0, state.ValidUntilNS)) || last.fence != state {
+				t.Errorf("renewed snapshot expires %v with state %+v, want %v and %+v", last.expiresAt, last.fence, time.Unix(0, state.ValidUntilNS), state)
+			}
+		})
+	}
+}

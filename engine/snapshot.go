@@ -50,6 +50,11 @@ type snapshot struct {
 	// expiresAt is when an active state's validity ends (valid_until_ns);
 	// zero when the state has no bound.
 	expiresAt time.Time
+	// renewable is set once two states that differ only in a renewal's
+	// fields (renewal) gave the same pure residual: the decisions do not
+	// depend on those fields, so the next renewal reuses this snapshot's
+	// residual and remembered decisions without partial evaluation.
+	renewable bool
 	// expired is this snapshot with the lease expired, built when first
 	// needed.
 	expired struct {
@@ -63,8 +68,14 @@ type snapshot struct {
 // (nil before the agent wrote one). prev, if not nil, is the snapshot this
 // one replaces: when the new data partially evaluate to the same residual (a
 // heartbeat only moves valid_until_ns along), its residual and remembered
-// decisions are kept, and nothing is compiled or prepared.
+// decisions are kept, and nothing is compiled or prepared. Once that was
+// seen (prev.renewable), a renewal does not even partially evaluate: it
+// only takes the new data in (renewed).
 func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, prev *snapshot) (*snapshot, error) {
+	renews := prev != nil && prev.policy == p && prev.hasFence && fence != nil && renewal(prev.fence, *fence)
+	if renews && prev.renewable {
+		return prev.renewed(*fence), nil
+	}
 	s := &snapshot{policy: p}
 	data := map[string]any{"fencegate": map[string]any{"config": p.config}}
 	if fence != nil {
@@ -74,9 +85,7 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, prev *
 			return nil, fmt.Errorf("encode fence state: %w", err)
 		}
 		data["fence"] = value
-		if fence.Status == fencestate.Active && fence.ValidUntilNS > 0 {
-			s.expiresAt = time.Unix(0, fence.ValidUntilNS)
-		}
+		s.expiresAt = validityEnd(*fence)
 	}
 	value, err := ast.InterfaceToValue(data)
 	if err != nil {
@@ -92,7 +101,63 @@ func newSnapshot(ctx context.Context, p *policy, fence *fencestate.State, prev *
 	if s.residual, s.residualErr = s.prepareResidual(ctx, reuse); s.residualErr == nil {
 		s.admission, s.inputPaths, s.cache = s.residual.query, s.residual.paths, s.residual.cache
 	}
+	s.renewable = renews && reuse != nil && s.residual == reuse
 	return s, nil
+}
+
+// renewal reports whether next differs from cur at most in what a renewal
+// of the same answer moves: the lease's end and the last answer's time.
+func renewal(cur, next fencestate.State) bool {
+	cur.ValidUntilNS, cur.LastSuccessNS = next.ValidUntilNS, next.LastSuccessNS
+	return cur == next
+}
+
+// validityEnd is when fence stops being valid: an active state's
+// valid_until_ns; zero (no bound) for any other.
+func validityEnd(fence fencestate.State) time.Time {
+	if fence.Status == fencestate.Active && fence.ValidUntilNS > 0 {
+		return time.Unix(0, fence.ValidUntilNS)
+	}
+	return time.Time{}
+}
+
+// Keys of data.fence that a renewal moves.
+var (
+	fenceDocument  = ast.StringTerm("fence")
+	validUntilKey  = ast.StringTerm("valid_until_ns")
+	lastSuccessKey = ast.StringTerm("last_success_ns")
+)
+
+// renewed is s with fence, a renewal of s's state (renewable): the same
+// residual, remembered decisions and prepared queries, and data in which
+// data.fence has fence's lease end and last answer's time. The queries
+// that read the data at evaluation time (the controller's, the holds')
+// read the new values, and the validity check the new end.
+func (s *snapshot) renewed(fence fencestate.State) *snapshot {
+	n := &snapshot{
+		policy: s.policy, fence: fence, hasFence: true,
+		admission: s.admission, inputPaths: s.inputPaths, cache: s.cache, residual: s.residual, residualErr: s.residualErr,
+		expiresAt: validityEnd(fence), renewable: true,
+	}
+	// The maps only replace terms: both documents are immutable, so the
+	// new one shares every term the renewal does not move.
+	data, _ := s.txn.data.Map(func(k, v *ast.Term) (*ast.Term, *ast.Term, error) {
+		if !k.Equal(fenceDocument) {
+			return k, v, nil
+		}
+		doc, _ := v.Value.(ast.Object).Map(func(k, v *ast.Term) (*ast.Term, *ast.Term, error) {
+			switch {
+			case k.Equal(validUntilKey):
+				v = ast.IntNumberTerm(int(fence.ValidUntilNS))
+			case k.Equal(lastSuccessKey):
+				v = ast.IntNumberTerm(int(fence.LastSuccessNS))
+			}
+			return k, v, nil
+		})
+		return k, ast.NewTerm(doc), nil
+	})
+	n.txn = newSnapshotTxn(data)
+	return n
 }
 
 // prepare prepares the query of an entry point against the compiler. The
