@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -142,8 +143,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.instanceLease, "instance-lease-duration", membership.DefaultDuration, "how long this process's Lease in --namespace lasts without renewal: a process that is gone holds the Fence's Enforced condition back no longer (renewed every third of it)")
 
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster service account)")
-	fs.Float32Var(&o.kubeQPS, "kube-api-qps", 200, "queries per second to the API server; a fence transition re-marks every Component")
-	fs.IntVar(&o.kubeBurst, "kube-api-burst", 400, "burst of queries to the API server")
+	fs.Float32Var(&o.kubeQPS, "kube-api-qps", 200, "queries per second to the API server (a fence transition re-marks every Component); negative: no client-side limit, the API server's priority and fairness limits fencegate's requests (the chart's apiPriority installs a FlowSchema and a priority level for them); not 0")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", 400, "burst of queries to the API server; ignored with a negative --kube-api-qps")
 
 	fs.StringVar(&o.webhookAddress, "webhook-address", ":9443", "address the admission webhook serves HTTPS on")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/run/fencegate/webhook-certs", "directory of the webhook's tls.crt and tls.key, re-read when they change")
@@ -288,8 +289,13 @@ func (o *runOptions) validate() error {
 	if o.holdQuietFor <= 0 {
 		errs = append(errs, flagError("hold-quiet-for", "%v: want a positive duration", o.holdQuietFor))
 	}
-	if o.kubeQPS <= 0 || o.kubeBurst <= 0 {
-		errs = append(errs, flagError("kube-api-qps", "--kube-api-qps and --kube-api-burst must be positive"))
+	switch {
+	case o.kubeQPS == 0 || math.IsNaN(float64(o.kubeQPS)):
+		// client-go would take 0 for its default of 5 queries a second,
+		// and NaN, which no comparison admits, for no limit at all.
+		errs = append(errs, flagError("kube-api-qps", "%v: want a positive number of queries per second, or a negative one for no client-side limit (the API server's priority and fairness then limits fencegate's requests)", o.kubeQPS))
+	case o.kubeQPS > 0 && o.kubeBurst <= 0:
+		errs = append(errs, flagError("kube-api-burst", "%d: want a positive burst with a positive --kube-api-qps", o.kubeBurst))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("run cannot start:\n  %w", joinLines(errs))
@@ -325,6 +331,12 @@ func (o *runOptions) restConfig() (*rest.Config, error) {
 	} else if cfg, err = rest.InClusterConfig(); err != nil {
 		return nil, fmt.Errorf("not running in a cluster and no --kubeconfig (%s) given: %w", envflag.Name("kubeconfig"), err)
 	}
+	// With a negative QPS none of fencegate's clients limits its requests:
+	// client-go's RESTClientFor and its variants (rest/config.go) make a
+	// token-bucket rate limiter only when QPS > 0, once a QPS of 0 has
+	// become DefaultQPS (5). The burst then goes unused, and the API
+	// server's priority and fairness alone paces the re-marking of every
+	// Component after a fence transition.
 	cfg.QPS, cfg.Burst = o.kubeQPS, o.kubeBurst
 	cfg.UserAgent = "fencegate/" + version
 	return cfg, nil

@@ -117,6 +117,33 @@ func TestRunSettingErrors(t *testing.T) {
 			args:    append(slices.Clone(valid), "--authority-cert", "tls.crt"),
 			wantErr: []string{"a client certificate needs both a certificate file and a key file"},
 		},
+		"a query rate of 0, which client-go would take for its default of 5": {
+			args:    append(slices.Clone(valid), "--kube-api-qps", "0"),
+			wantErr: []string{"--kube-api-qps (FENCEGATE_KUBE_API_QPS): 0: want a positive number of queries per second, or a negative one for no client-side limit"},
+			notErr:  []string{kubeconfigReached},
+		},
+		"a query rate that is not a number": {
+			env:     map[string]string{"FENCEGATE_KUBE_API_QPS": "NaN"},
+			args:    valid,
+			wantErr: []string{"--kube-api-qps (FENCEGATE_KUBE_API_QPS): NaN: want a positive number"},
+			notErr:  []string{kubeconfigReached},
+		},
+		"a positive query rate without a burst": {
+			args:    append(slices.Clone(valid), "--kube-api-qps", "50", "--kube-api-burst", "0"),
+			wantErr: []string{"--kube-api-burst (FENCEGATE_KUBE_API_BURST): 0: want a positive burst with a positive --kube-api-qps"},
+			notErr:  []string{kubeconfigReached, "--kube-api-qps (FENCEGATE_KUBE_API_QPS)"},
+		},
+		"no client-side limit, from the variable, whatever the burst": {
+			env:     map[string]string{"FENCEGATE_KUBE_API_QPS": "-1", "FENCEGATE_KUBE_API_BURST": "0"},
+			args:    valid,
+			wantErr: []string{kubeconfigReached},
+			notErr:  []string{"kube-api"},
+		},
+		"no client-side limit, from the flag": {
+			args:    append(slices.Clone(valid), "--kube-api-qps=-1"),
+			wantErr: []string{kubeconfigReached},
+			notErr:  []string{"kube-api"},
+		},
 		"valid flags get as far as the kubeconfig": {
 			args:    valid,
 			wantErr: []string{kubeconfigReached, "/nonexistent/kubeconfig"},
