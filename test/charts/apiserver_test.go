@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -17,11 +18,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,7 +84,7 @@ func TestChartsOnAnAPIServer(t *testing.T) {
 	t.Run("the helm test script", func(t *testing.T) { testHelmTestScript(t, h, cp) })
 	t.Run("install and upgrade keep the injected certificates", func(t *testing.T) { testInstallUpgrade(t, h, cp) })
 	t.Run("admission.kinds leaves fencegate's namespace and kube-system out", func(t *testing.T) { testAdmissionKindsOnTheInstall(t, h, cp) })
-	t.Run("fencegate run keeps its Fence with the chart's RBAC", func(t *testing.T) { testRunWithTheChartsRBAC(t, cp) })
+	t.Run("fencegate run keeps its Fence with the chart's RBAC, in the chart's priority level", func(t *testing.T) { testRunWithTheChartsRBAC(t, cp) })
 	t.Run("the failover ClusterRole lets a group patch this Fence only", func(t *testing.T) { testFailoverRole(t, cp) })
 	// Last: it upgrades the release with hold kinds.
 	t.Run("hold.kinds lets fencegate watch and patch the held kinds only", func(t *testing.T) { testHoldRole(t, h, cp) })
@@ -89,7 +93,9 @@ func TestChartsOnAnAPIServer(t *testing.T) {
 // testRunWithTheChartsRBAC runs a real `fencegate run`, configured as the
 // installed Deployment is, as the chart's service account (impersonated)
 // and against a real authority: the chart's RBAC must be all it needs to
-// create its Fence, keep its Lease and write the Fence's status.
+// create its Fence, keep its Lease and write the Fence's status, and the
+// API server's priority and fairness, not fencegate, limits its requests,
+// in the chart's priority level.
 func testRunWithTheChartsRBAC(t *testing.T, cp *cluster.ControlPlane) {
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -134,6 +140,7 @@ func testRunWithTheChartsRBAC(t *testing.T, cp *cluster.ControlPlane) {
 	run, err := proc.Start(bin, dir, "fencegate-run",
 		"run", "--kubeconfig", asChart, "--cluster-name", "east", "--epoch", "1", "--authority", auth.Addr,
 		"--namespace", namespace, "--leader-elect", "--leader-election-id", env(container, "FENCEGATE_LEADER_ELECTION_ID"),
+		"--kube-api-qps", env(container, "FENCEGATE_KUBE_API_QPS"),
 		"--webhook-certs", "external", "--webhook-cert-dir", certs, "--webhook-address", "127.0.0.1:0",
 		"--metrics-address", "0", "--health-address", health, "--log-format", "console")
 	if err != nil {
@@ -177,6 +184,53 @@ func testRunWithTheChartsRBAC(t *testing.T, cp *cluster.ControlPlane) {
 	if len(leases.Items) != 1 || ptr.Deref(leases.Items[0].Spec.HolderIdentity, "") != f.Status.Instances[0].Name {
 		t.Errorf("instance Leases %v, want the one of instance %s", leases.Items, f.Status.Instances[0].Name)
 	}
+	wantTheChartsPriorityLevel(t, cp)
+}
+
+// wantTheChartsPriorityLevel checks, once fencegate run has made requests
+// as the chart's service account, that the chart's FlowSchema points at a
+// priority level that exists (its Dangling condition is False) and that the
+// API server's priority and fairness dispatched requests through both.
+func wantTheChartsPriorityLevel(t *testing.T, cp *cluster.ControlPlane) {
+	t.Helper()
+	ctx := t.Context()
+	var fs flowcontrolv1.FlowSchema
+	// The API server's flow control writes the condition a moment after
+	// it takes in the FlowSchema.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: fullname}, &fs); err != nil {
+			return false, err
+		}
+		for _, c := range fs.Status.Conditions {
+			if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
+				return c.Status == flowcontrolv1.ConditionFalse, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("the FlowSchema %s never said Dangling False: %v\n%+v", fullname, err, fs.Status.Conditions)
+	}
+
+	const name = "apiserver_flowcontrol_dispatched_requests_total"
+	metrics := kubectl(t, cp, nil, "get", "--raw", "/metrics")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(metrics))
+	if err != nil {
+		t.Fatalf("parse the API server's metrics: %v", err)
+	}
+	var series []string
+	for _, m := range families[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["flow_schema"] == fullname && labels["priority_level"] == fullname && m.GetCounter().GetValue() > 0 {
+			return
+		}
+		series = append(series, fmt.Sprintf("%v %v", labels, m.GetCounter().GetValue()))
+	}
+	t.Errorf("the API server dispatched no request through FlowSchema and priority level %s; %s has:\n%s", fullname, name, strings.Join(series, "\n"))
 }
 
 // testFailoverRole binds a group to the installed failover ClusterRole and
