@@ -9,10 +9,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,9 +23,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencegate/fencegate/engine/enginetest"
@@ -57,34 +62,9 @@ func TestRealFluxIsHeld(t *testing.T) {
 	ctx := context.Background()
 	fx := &fluxRun{t: t, c: cp.Client, kc: kc}
 
-	repo := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "source.toolkit.fluxcd.io/v1",
-		"kind":       "GitRepository",
-		"metadata":   map[string]any{"name": "app", "namespace": "default"},
-		// No source-controller runs: the spec is never read. The test
-		// writes the artifact into the status, as source-controller would.
-		"spec": map[string]any{"url": "https://git.example.invalid/app.git", "interval": "1h"},
-	}}
-	if err := cp.Client.Create(ctx, repo); err != nil {
-		t.Fatalf("create GitRepository: %v", err)
-	}
+	repo := fx.create(gitRepository("app"))
 	rev1 := fx.publish(repo, artifacts, "v1")
-
-	ks := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-		"kind":       "Kustomization",
-		"metadata":   map[string]any{"name": "app", "namespace": "default"},
-		"spec": map[string]any{
-			"interval":  fluxInterval.String(),
-			"path":      "./",
-			"prune":     false,
-			"suspend":   false,
-			"sourceRef": map[string]any{"kind": "GitRepository", "name": "app"},
-		},
-	}}
-	if err := cp.Client.Create(ctx, ks); err != nil {
-		t.Fatalf("create Kustomization: %v", err)
-	}
+	ks := fx.create(kustomization("app", "./", "app"))
 	created := time.Now()
 
 	// Active: the controller applies v1.
@@ -155,6 +135,110 @@ func TestRealFluxIsHeld(t *testing.T) {
 	})
 }
 
+// TestRealFluxResumesInDependencyOrder: two Kustomizations of one source,
+// apps depending on infra, are held while a new revision is published, and
+// released together when the cluster holds the fence again. The real
+// kustomize-controller applies the new revision of apps only after infra
+// applied it: the hold releases every object at once and keeps the
+// dependencies they declare, and Flux applies a dependent only once its
+// dependency applied the same revision of their common source.
+func TestRealFluxResumesInDependencyOrder(t *testing.T) {
+	crds := fluxCRDs(t)
+	cp := cluster.StartForTest(t, cluster.Options{Name: "flux-order", CRDs: crds})
+	artifacts := newArtifactServer(t)
+	kc := startKustomizeController(t, cp)
+	f := enginetest.NewSwitch(t, active)
+	holder := startHolder(t, cp, f, kustomizations)
+	ctx := context.Background()
+	fx := &fluxRun{t: t, c: cp.Client, kc: kc, configMaps: map[string]string{"infra": "infra", "apps": "apps"}}
+
+	repo := fx.create(gitRepository("platform"))
+	rev1 := fx.publish(repo, artifacts, "v1")
+	infra := fx.create(kustomization("infra", "./infra", "platform"))
+	apps := fx.create(kustomization("apps", "./apps", "platform", "infra"))
+	for _, ks := range []*unstructured.Unstructured{infra, apps} {
+		fx.waitKustomization(ks, "Ready with revision v1 applied", 60*time.Second, func(k *unstructured.Unstructured) bool {
+			applied, _, _ := unstructured.NestedString(k.Object, "status", "lastAppliedRevision")
+			return applied == rev1 && condition(k, "Ready") == "True"
+		})
+	}
+	specs := map[string]map[string]any{}
+	for _, ks := range []*unstructured.Unstructured{infra, apps} {
+		specs[ks.GetName()], _, _ = unstructured.NestedMap(ks.Object, "spec")
+	}
+
+	// The order the ConfigMaps take v2 in, as the API server stored the
+	// writes: a watch from the version both say v1.
+	var configMaps corev1.ConfigMapList
+	if err := cp.Client.List(ctx, &configMaps, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	clientset, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	w, err := clientset.CoreV1().ConfigMaps("default").Watch(watchCtx, metav1.ListOptions{ResourceVersion: configMaps.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	f.Set(t, fenced)
+	fx.waitFor("both Kustomizations held and quiet", 30*time.Second, func(context.Context) (bool, error) {
+		k, ok := kindProgress(holder.Progress("default"), "Kustomization.kustomize.toolkit.fluxcd.io")
+		return ok && k.Held == 2 && k.Quiet == 2, nil
+	})
+	rev2 := fx.publish(repo, artifacts, "v2")
+	time.Sleep(fluxInterval)
+	if got := fx.revisions(); got != "apps=v1 infra=v1" {
+		t.Fatalf("while held, %s after v2 was published: %s, want both at v1", fluxInterval, got)
+	}
+
+	logBefore, err := os.ReadFile(kc.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Set(t, active)
+	var order []string
+	deadline := time.After(60 * time.Second)
+	for len(order) < 2 {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the ConfigMap watch ended")
+			}
+			cm, isConfigMap := ev.Object.(*corev1.ConfigMap)
+			if isConfigMap && cm.Data["revision"] == "v2" && !slices.Contains(order, cm.Name) {
+				order = append(order, cm.Name)
+			}
+		case <-deadline:
+			t.Fatalf("60 s after the release the ConfigMaps took v2 in the order %v; revisions: %s\nkustomize-controller log:\n%s", order, fx.revisions(), kc.Tail(40))
+		}
+	}
+	if !slices.Equal(order, []string{"infra", "apps"}) {
+		t.Errorf("after the release the ConfigMaps took v2 in the order %v, want infra before apps, which depends on it", order)
+	}
+	for _, ks := range []*unstructured.Unstructured{infra, apps} {
+		fx.waitKustomization(ks, "Ready with revision v2 applied and the hold record gone", 30*time.Second, func(k *unstructured.Unstructured) bool {
+			applied, _, _ := unstructured.NestedString(k.Object, "status", "lastAppliedRevision")
+			_, recorded := k.GetAnnotations()[hold.RecordAnnotation]
+			return applied == rev2 && condition(k, "Ready") == "True" && !recorded
+		})
+		spec, _, _ := unstructured.NestedMap(ks.Object, "spec")
+		if d := cmp.Diff(specs[ks.GetName()], spec); d != "" {
+			t.Errorf("%s's spec after the release differs from before the hold (-before +after):\n%s", ks.GetName(), d)
+		}
+	}
+	log, err := os.ReadFile(kc.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("released together; the ConfigMaps took v2 in the order %v; after the release kustomize-controller deferred apps %d time(s) for a dependency not yet at the revision",
+		order, strings.Count(string(log[len(logBefore):]), "Dependencies do not meet ready condition"))
+}
+
 func kindProgress(p hold.Progress, kind string) (hold.KindProgress, bool) {
 	for _, k := range p.Kinds {
 		if k.Kind == kind {
@@ -162,6 +246,43 @@ func kindProgress(p hold.Progress, kind string) (hold.KindProgress, bool) {
 		}
 	}
 	return hold.KindProgress{}, false
+}
+
+// gitRepository is a GitRepository named name. No source-controller runs:
+// its spec is never read, and fluxRun.publish writes the artifact into its
+// status, as source-controller would.
+func gitRepository(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "source.toolkit.fluxcd.io/v1",
+		"kind":       "GitRepository",
+		"metadata":   map[string]any{"name": name, "namespace": "default"},
+		"spec":       map[string]any{"url": "https://git.example.invalid/" + name + ".git", "interval": "1h"},
+	}}
+}
+
+// kustomization is a Kustomization named name that applies dir of the
+// GitRepository source, after the Kustomizations dependsOn names.
+func kustomization(name, dir, source string, dependsOn ...string) *unstructured.Unstructured {
+	spec := map[string]any{
+		"interval":  fluxInterval.String(),
+		"path":      dir,
+		"prune":     false,
+		"suspend":   false,
+		"sourceRef": map[string]any{"kind": "GitRepository", "name": source},
+	}
+	if len(dependsOn) > 0 {
+		deps := []any{}
+		for _, d := range dependsOn {
+			deps = append(deps, map[string]any{"name": d})
+		}
+		spec["dependsOn"] = deps
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+		"kind":       "Kustomization",
+		"metadata":   map[string]any{"name": name, "namespace": "default"},
+		"spec":       spec,
+	}}
 }
 
 // fluxCRDs returns the CRDs of the pinned Flux modules, read from the
@@ -199,6 +320,9 @@ func startKustomizeController(t *testing.T, cp *cluster.ControlPlane) *proc.Proc
 		"--enable-leader-election=false",
 		"--no-remote-bases",
 		"--log-encoding=console",
+		// A dependent whose dependency is not ready yet tries again this
+		// soon, not after the default 30 s.
+		"--requeue-dependency=1s",
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -265,24 +389,27 @@ func (a *artifactServer) fetches(revision string) int {
 	return a.fetched[revision]
 }
 
-// kustomizationTarball is a kustomization of one ConfigMap whose data says
-// revision.
-func kustomizationTarball(t *testing.T, revision string) []byte {
+// kustomizationTarball is a source with a kustomization in each directory
+// of configMaps ("." for the root), of one ConfigMap named as its entry
+// says, whose data says revision.
+func kustomizationTarball(t *testing.T, revision string, configMaps map[string]string) []byte {
 	t.Helper()
-	files := []struct{ name, body string }{
-		{"kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- configmap.yaml\n"},
-		{"configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: default\ndata:\n  revision: " + revision + "\n"},
-	}
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	for _, f := range files {
-		hdr := &tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}
-		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
+	for _, dir := range slices.Sorted(maps.Keys(configMaps)) {
+		files := []struct{ name, body string }{
+			{"kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- configmap.yaml\n"},
+			{"configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + configMaps[dir] + "\n  namespace: default\ndata:\n  revision: " + revision + "\n"},
 		}
-		if _, err := tw.Write([]byte(f.body)); err != nil {
-			t.Fatal(err)
+		for _, f := range files {
+			hdr := &tar.Header{Name: path.Join(dir, f.name), Mode: 0o644, Size: int64(len(f.body)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}
+			if err := tw.WriteHeader(hdr); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write([]byte(f.body)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -294,11 +421,14 @@ func kustomizationTarball(t *testing.T, revision string) []byte {
 	return buf.Bytes()
 }
 
-// fluxRun is what the steps of TestRealFluxIsHeld share.
+// fluxRun is what the steps of a Flux test share.
 type fluxRun struct {
 	t  *testing.T
 	c  client.Client
 	kc *proc.Process
+	// configMaps are the source's kustomizations: the ConfigMap of each
+	// directory (kustomizationTarball); nil: one, "app", at the root.
+	configMaps map[string]string
 }
 
 // publish serves the tarball of revision and writes it into the
@@ -307,13 +437,13 @@ type fluxRun struct {
 func (fx *fluxRun) publish(repo *unstructured.Unstructured, a *artifactServer, revision string) string {
 	t := fx.t
 	t.Helper()
-	tarball := kustomizationTarball(t, revision)
+	tarball := kustomizationTarball(t, revision, fx.sourceConfigMaps())
 	sum := sha256.Sum256(tarball)
 	commit := sha1.Sum([]byte(revision))
-	path := fmt.Sprintf("/gitrepository/%s/%s/%s.tar.gz", repo.GetNamespace(), repo.GetName(), revision)
+	artifactPath := fmt.Sprintf("/gitrepository/%s/%s/%s.tar.gz", repo.GetNamespace(), repo.GetName(), revision)
 	artifact := map[string]any{
-		"path":           strings.TrimPrefix(path, "/"),
-		"url":            a.add(path, tarball),
+		"path":           strings.TrimPrefix(artifactPath, "/"),
+		"url":            a.add(artifactPath, tarball),
 		"revision":       "main@sha1:" + hex.EncodeToString(commit[:]),
 		"digest":         "sha256:" + hex.EncodeToString(sum[:]),
 		"size":           int64(len(tarball)),
@@ -332,9 +462,39 @@ func (fx *fluxRun) publish(repo *unstructured.Unstructured, a *artifactServer, r
 	return artifact["revision"].(string)
 }
 
-func (fx *fluxRun) configMapRevision() string {
+// create creates obj, or fails the test.
+func (fx *fluxRun) create(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	fx.t.Helper()
+	if err := fx.c.Create(context.Background(), obj); err != nil {
+		fx.t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	}
+	return obj
+}
+
+func (fx *fluxRun) configMapRevision() string { return fx.revisionOf("app") }
+
+// revisions are the revisions the source's ConfigMaps say, by name.
+func (fx *fluxRun) revisions() string {
+	configMaps := fx.sourceConfigMaps()
+	var says []string
+	for _, dir := range slices.Sorted(maps.Keys(configMaps)) {
+		says = append(says, configMaps[dir]+"="+fx.revisionOf(configMaps[dir]))
+	}
+	return strings.Join(says, " ")
+}
+
+// sourceConfigMaps is configMaps, or the one ConfigMap "app" at the root.
+func (fx *fluxRun) sourceConfigMaps() map[string]string {
+	if fx.configMaps == nil {
+		return map[string]string{".": "app"}
+	}
+	return fx.configMaps
+}
+
+// revisionOf is the revision ConfigMap name says.
+func (fx *fluxRun) revisionOf(name string) string {
 	var cm corev1.ConfigMap
-	if err := fx.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "app"}, &cm); err != nil {
+	if err := fx.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, &cm); err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}
 	return cm.Data["revision"]
@@ -366,16 +526,19 @@ func (fx *fluxRun) waitFor(what string, timeout time.Duration, ok func(context.C
 	if err == nil {
 		return
 	}
-	var ks unstructured.Unstructured
-	ks.SetGroupVersionKind(schema.GroupVersionKind{Group: kustomizations.Group, Version: "v1", Kind: "Kustomization"})
-	state := "(unreadable)"
-	if err := fx.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "app"}, &ks); err == nil {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: kustomizations.Group, Version: "v1", Kind: "KustomizationList"})
+	var states []string
+	if err := fx.c.List(context.Background(), &list, client.InNamespace("default")); err != nil {
+		states = append(states, fmt.Sprintf("(unreadable: %v)", err))
+	}
+	for _, ks := range list.Items {
 		spec, _, _ := unstructured.NestedMap(ks.Object, "spec")
 		status, _, _ := unstructured.NestedMap(ks.Object, "status")
-		state = fmt.Sprintf("annotations=%v spec=%v status=%v", ks.GetAnnotations(), spec, status)
+		states = append(states, fmt.Sprintf("%s: annotations=%v spec=%v status=%v", ks.GetName(), ks.GetAnnotations(), spec, status))
 	}
-	t.Fatalf("waiting %s for %s: %v\nConfigMap revision: %s\nKustomization: %s\nkustomize-controller log:\n%s",
-		timeout, what, err, fx.configMapRevision(), state, fx.kc.Tail(40))
+	t.Fatalf("waiting %s for %s: %v\nConfigMap revisions: %s\nKustomizations:\n%s\nkustomize-controller log:\n%s",
+		timeout, what, err, fx.revisions(), strings.Join(states, "\n"), fx.kc.Tail(40))
 }
 
 // condition returns the status of an object's condition of type typ ("" if
