@@ -18,16 +18,26 @@ import (
 // BenchmarkHoldTransition measures, on a real API server, how long the
 // hold controller takes after a fence transition until every one of 1,000
 // CronJobs is held (its hold patched and seen: decided quiet) and until
-// every one is released, with fencegate run's client limit (200 queries a
-// second). -short holds 100.
+// every one is released: with fencegate run's default client limit (200
+// queries a second), and with none (--kube-api-qps=-1, as the chart runs
+// it beside its FlowSchema). -short holds 100.
 func BenchmarkHoldTransition(b *testing.B) {
+	for _, limit := range []struct {
+		name string
+		qps  float32
+	}{{"client-limit=200qps", 200}, {"no-client-limit", -1}} {
+		b.Run(limit.name, func(b *testing.B) { benchmarkHoldTransition(b, limit.qps) })
+	}
+}
+
+func benchmarkHoldTransition(b *testing.B, qps float32) {
 	n := 1000
 	if testing.Short() {
 		n = 100
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	h := startWith(b, active, time.Millisecond, 200)
+	h := startWith(b, active, time.Millisecond, qps)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i := range n {

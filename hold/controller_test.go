@@ -71,8 +71,12 @@ func newHarness(t testing.TB, initial fencestate.State, quietly time.Duration) *
 func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
 	t.Helper()
 	cfg := rest.CopyConfig(h.cp.Config)
-	if qps > 0 {
+	switch {
+	case qps > 0:
 		cfg.QPS, cfg.Burst = qps, int(2*qps)
+	case qps < 0:
+		// No client-side limit, as fencegate run --kube-api-qps=-1.
+		cfg.QPS = qps
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Logger:                 testr.NewWithInterface(t, testr.Options{}),
