@@ -20,13 +20,6 @@ func TestAPIPriority(t *testing.T) {
 	h := newHelm(t)
 	defaults := []string{filepath.Join(h.chartDir(fencegateChart), "ci", "defaults-values.yaml")}
 	base := renderFencegate(t, h, defaults)
-	set := func(values ...string) []string {
-		var args []string
-		for _, v := range values {
-			args = append(args, "--set", v)
-		}
-		return args
-	}
 	level := func(shares, lendable, queues, handSize, queueLength int32) *flowcontrolv1.PriorityLevelConfigurationSpec {
 		return &flowcontrolv1.PriorityLevelConfigurationSpec{
 			Type: flowcontrolv1.PriorityLevelEnablementLimited,
@@ -73,60 +66,60 @@ func TestAPIPriority(t *testing.T) {
 			wantEnv:    map[string]string{"FENCEGATE_KUBE_API_QPS": "-1", "FENCEGATE_KUBE_API_BURST": "<unset>"},
 		},
 		"the operator's service account": {
-			args:       set("serviceAccount.create=false", "serviceAccount.name=platform-fencegate"),
+			args:       setValues("serviceAccount.create=false", "serviceAccount.name=platform-fencegate"),
 			wantLevel:  level(30, 50, 16, 4, 50),
 			wantSchema: schema("platform-fencegate", 800),
 			wantEnv:    map[string]string{"FENCEGATE_KUBE_API_QPS": "-1"},
 		},
 		"the level and the schema's precedence tuned": {
-			args: set("apiPriority.matchingPrecedence=500", "apiPriority.nominalConcurrencyShares=60", "apiPriority.lendablePercent=0",
+			args: setValues("apiPriority.matchingPrecedence=500", "apiPriority.nominalConcurrencyShares=60", "apiPriority.lendablePercent=0",
 				"apiPriority.queuing.queues=64", "apiPriority.queuing.handSize=6", "apiPriority.queuing.queueLengthLimit=100"),
 			wantLevel:  level(60, 0, 64, 6, 100),
 			wantSchema: schema(fullname, 500),
 			wantEnv:    map[string]string{"FENCEGATE_KUBE_API_QPS": "-1"},
 		},
 		"disabled: fencegate limits itself to the default rate": {
-			args:    set("apiPriority.enabled=false"),
+			args:    setValues("apiPriority.enabled=false"),
 			wantEnv: map[string]string{"FENCEGATE_KUBE_API_QPS": "200", "FENCEGATE_KUBE_API_BURST": "400"},
 		},
 		"disabled, with a rate of the operator's": {
-			args:    append(set("apiPriority.enabled=false", "kubeApi.burst=100"), "--set-json", "kubeApi.qps=12.5"),
+			args:    append(setValues("apiPriority.enabled=false", "kubeApi.burst=100"), "--set-json", "kubeApi.qps=12.5"),
 			wantEnv: map[string]string{"FENCEGATE_KUBE_API_QPS": "12.5", "FENCEGATE_KUBE_API_BURST": "100"},
 		},
 		"disabled, no client-side limit: the cluster's own FlowSchemas classify fencegate": {
-			args:    set("apiPriority.enabled=false", "kubeApi.qps=-1"),
+			args:    setValues("apiPriority.enabled=false", "kubeApi.qps=-1"),
 			wantEnv: map[string]string{"FENCEGATE_KUBE_API_QPS": "-1", "FENCEGATE_KUBE_API_BURST": "400"},
 		},
 		"a rate of 0, which client-go would take for 5 a second": {
-			args: set("apiPriority.enabled=false", "kubeApi.qps=0"),
+			args: setValues("apiPriority.enabled=false", "kubeApi.qps=0"),
 			want: []string{"at '/kubeApi/qps'"},
 		},
 		"a burst of 0": {
-			args: set("apiPriority.enabled=false", "kubeApi.burst=0"),
+			args: setValues("apiPriority.enabled=false", "kubeApi.burst=0"),
 			want: []string{"at '/kubeApi/burst'"},
 		},
 		"the exempt schema's precedence": {
-			args: set("apiPriority.matchingPrecedence=1"),
+			args: setValues("apiPriority.matchingPrecedence=1"),
 			want: []string{"at '/apiPriority/matchingPrecedence'", "minimum: got 1, want 2"},
 		},
 		"a precedence beyond the API server's": {
-			args: set("apiPriority.matchingPrecedence=10001"),
+			args: setValues("apiPriority.matchingPrecedence=10001"),
 			want: []string{"at '/apiPriority/matchingPrecedence'", "maximum: got 10,001, want 10,000"},
 		},
 		"no shares": {
-			args: set("apiPriority.nominalConcurrencyShares=0"),
+			args: setValues("apiPriority.nominalConcurrencyShares=0"),
 			want: []string{"at '/apiPriority/nominalConcurrencyShares'"},
 		},
 		"more than all seats lendable": {
-			args: set("apiPriority.lendablePercent=101"),
+			args: setValues("apiPriority.lendablePercent=101"),
 			want: []string{"at '/apiPriority/lendablePercent'"},
 		},
 		"a hand of more queues than there are": {
-			args: set("apiPriority.queuing.queues=4", "apiPriority.queuing.handSize=8"),
+			args: setValues("apiPriority.queuing.queues=4", "apiPriority.queuing.handSize=8"),
 			want: []string{"apiPriority.queuing.handSize (8) must not be above apiPriority.queuing.queues (4)"},
 		},
 		"a misspelt value": {
-			args: set("apiPriority.queueing.queues=4"),
+			args: setValues("apiPriority.queueing.queues=4"),
 			want: []string{"at '/apiPriority'", "additional properties 'queueing' not allowed"},
 		},
 	}

@@ -32,13 +32,6 @@ func TestHold(t *testing.T) {
 	ci := func(name string) []string { return []string{filepath.Join(h.chartDir(fencegateChart), "ci", name)} }
 	defaults := ci("defaults-values.yaml")
 	base := renderFencegate(t, h, defaults)
-	set := func(values ...string) []string {
-		var args []string
-		for _, v := range values {
-			args = append(args, "--set", v)
-		}
-		return args
-	}
 	rule := func(group string, resources ...string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: holdVerbs}
 	}
@@ -75,55 +68,55 @@ func TestHold(t *testing.T) {
 		},
 		"one core kind, the default quiet period": {
 			values:       defaults,
-			args:         set("hold.kinds={configmaps}"),
+			args:         setValues("hold.kinds={configmaps}"),
 			wantKinds:    "configmaps",
 			wantQuietFor: "10s",
 			wantRules:    []rbacv1.PolicyRule{rule("", "configmaps")},
 		},
 		"several resources of one group share a rule": {
 			values:       defaults,
-			args:         set("hold.kinds={scaledobjects.keda.sh,cronjobs.batch,scaledjobs.keda.sh}", "hold.quietFor=1m30s"),
+			args:         setValues("hold.kinds={scaledobjects.keda.sh,cronjobs.batch,scaledjobs.keda.sh}", "hold.quietFor=1m30s"),
 			wantKinds:    "scaledobjects.keda.sh,cronjobs.batch,scaledjobs.keda.sh",
 			wantQuietFor: "1m30s",
 			wantRules:    []rbacv1.PolicyRule{rule("batch", "cronjobs"), rule("keda.sh", "scaledobjects", "scaledjobs")},
 		},
 		"Argo CD, Argo Workflows and Velero": {
 			values:       defaults,
-			args:         set("hold.kinds={applications.argoproj.io,cronworkflows.argoproj.io,schedules.velero.io}"),
+			args:         setValues("hold.kinds={applications.argoproj.io,cronworkflows.argoproj.io,schedules.velero.io}"),
 			wantKinds:    "applications.argoproj.io,cronworkflows.argoproj.io,schedules.velero.io",
 			wantQuietFor: "10s",
 			wantRules:    []rbacv1.PolicyRule{rule("argoproj.io", "applications", "cronworkflows"), rule("velero.io", "schedules")},
 		},
 		"a Crossplane managed resource: the group is everything after the first dot": {
 			values:       defaults,
-			args:         set("hold.kinds={buckets.s3.aws.upbound.io}"),
+			args:         setValues("hold.kinds={buckets.s3.aws.upbound.io}"),
 			wantKinds:    "buckets.s3.aws.upbound.io",
 			wantQuietFor: "10s",
 			wantRules:    []rbacv1.PolicyRule{rule("s3.aws.upbound.io", "buckets")},
 		},
 		"a kind in capitals": {
 			values: defaults,
-			args:   set("hold.kinds={CronJobs}"),
+			args:   setValues("hold.kinds={CronJobs}"),
 			want:   []string{"at '/hold/kinds/0'", "'CronJobs' does not match pattern"},
 		},
 		"a kind written group/version style": {
 			values: defaults,
-			args:   set("hold.kinds={cronjobs.batch,cronjobs/batch}"),
+			args:   setValues("hold.kinds={cronjobs.batch,cronjobs/batch}"),
 			want:   []string{"at '/hold/kinds/1'", "'cronjobs/batch' does not match pattern"},
 		},
 		"a kind with a trailing dot": {
 			values: defaults,
-			args:   set("hold.kinds={cronjobs.batch.}"),
+			args:   setValues("hold.kinds={cronjobs.batch.}"),
 			want:   []string{"at '/hold/kinds/0'", "'cronjobs.batch.' does not match pattern"},
 		},
 		"a kind named twice": {
 			values: defaults,
-			args:   set("hold.kinds={cronjobs.batch,cronjobs.batch}"),
+			args:   setValues("hold.kinds={cronjobs.batch,cronjobs.batch}"),
 			want:   []string{"at '/hold/kinds'", "are equal"},
 		},
 		"kinds as one string": {
 			values: defaults,
-			args:   set("hold.kinds=cronjobs.batch"),
+			args:   setValues("hold.kinds=cronjobs.batch"),
 			want:   []string{"at '/hold/kinds'", "want array"},
 		},
 		"a quiet period that is not a duration": {
@@ -133,17 +126,17 @@ func TestHold(t *testing.T) {
 		},
 		"a quiet period of zero": {
 			values: defaults,
-			args:   set("hold.kinds={cronjobs.batch}", "hold.quietFor=0s"),
+			args:   setValues("hold.kinds={cronjobs.batch}", "hold.quietFor=0s"),
 			want:   []string{"hold.quietFor (0s) must be above zero"},
 		},
 		"a misspelt hold value": {
 			values: defaults,
-			args:   set("hold.kind={cronjobs.batch}"),
+			args:   setValues("hold.kind={cronjobs.batch}"),
 			want:   []string{"at '/hold'", "additional properties 'kind' not allowed"},
 		},
 		"kinds set around the chart's RBAC": {
 			values: defaults,
-			args:   set("extraEnv[0].name=FENCEGATE_HOLD_KINDS", "extraEnv[0].value=cronjobs.batch"),
+			args:   setValues("extraEnv[0].name=FENCEGATE_HOLD_KINDS", "extraEnv[0].value=cronjobs.batch"),
 			want:   []string{"extraEnv sets FENCEGATE_HOLD_KINDS: set hold.kinds and hold.quietFor instead"},
 		},
 	}
@@ -295,4 +288,13 @@ func checkRefused(t *testing.T, h *helmTool, values, args []string, want []strin
 			t.Errorf("helm template error = %v, want one containing %q", err, w)
 		}
 	}
+}
+
+// setValues are helm's --set arguments for values (each "path=value").
+func setValues(values ...string) []string {
+	var args []string
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	return args
 }
