@@ -215,3 +215,12 @@ func TestLint(t *testing.T) {
 		}
 	}
 }
+
+// setValues are helm's --set arguments for values (each "path=value").
+func setValues(values ...string) []string {
+	var args []string
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	return args
+}

@@ -289,12 +289,3 @@ func checkRefused(t *testing.T, h *helmTool, values, args []string, want []strin
 		}
 	}
 }
-
-// setValues are helm's --set arguments for values (each "path=value").
-func setValues(values ...string) []string {
-	var args []string
-	for _, v := range values {
-		args = append(args, "--set", v)
-	}
-	return args
-}
