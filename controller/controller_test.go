@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,16 +117,23 @@ func newHarness(t testing.TB, initial fencestate.State) *harness {
 	return h
 }
 
-func (h *harness) run(t testing.TB) {
+// run starts the controller; adjust, if given, changes the manager's
+// client configuration and options first.
+func (h *harness) run(t testing.TB, adjust ...func(*rest.Config, *ctrl.Options)) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(h.cp.Config, ctrl.Options{
+	cfg := rest.CopyConfig(h.cp.Config)
+	opts := ctrl.Options{
 		Logger:                 testr.NewWithInterface(t, testr.Options{}),
 		Scheme:                 h.cp.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Each test runs a manager of its own with the one controller.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	for _, a := range adjust {
+		a(cfg, &opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // reconciles is the number of reconciles of the Component controller so
 // far, whatever their result, as controller-runtime counts them. The
 // counter is the process's, shared by every test: callers compare values.
-func reconciles(t *testing.T) float64 {
+func reconciles(t testing.TB) float64 {
 	t.Helper()
 	return processCounter(t, "controller_runtime_reconcile_total", "controller", "component")
 }
@@ -68,7 +68,7 @@ func writeRequests(t *testing.T) float64 {
 
 // processCounter sums the series of the counter name in controller-runtime's
 // registry (the process's) whose label has value.
-func processCounter(t *testing.T, name, label, value string) float64 {
+func processCounter(t testing.TB, name, label, value string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -90,7 +90,7 @@ func processCounter(t *testing.T, name, label, value string) float64 {
 	return total
 }
 
-func waitReconciles(t *testing.T, ctx context.Context, atLeast float64) {
+func waitReconciles(t testing.TB, ctx context.Context, atLeast float64) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return reconciles(t) >= atLeast, nil
