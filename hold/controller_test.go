@@ -68,8 +68,10 @@ func newHarness(t testing.TB, initial fencestate.State, quietly time.Duration) *
 	}
 }
 
-func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
-	t.Helper()
+// restConfig is the API server's config with the client limited as
+// fencegate run limits it to qps (none for a negative qps, its default
+// for 0).
+func (h *harness) restConfig(qps float32) *rest.Config {
 	cfg := rest.CopyConfig(h.cp.Config)
 	switch {
 	case qps > 0:
@@ -78,7 +80,12 @@ func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
 		// No client-side limit, as fencegate run --kube-api-qps=-1.
 		cfg.QPS = qps
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	return cfg
+}
+
+func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(h.restConfig(qps), ctrl.Options{
 		Logger:                 testr.NewWithInterface(t, testr.Options{}),
 		Scheme:                 h.cp.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
