@@ -74,11 +74,7 @@ func ownedByOthers(comp *fencegatev1alpha1.Component, condType string) bool {
 		if f.Manager == FieldManager || f.Subresource != "status" || f.FieldsV1 == nil {
 			continue
 		}
-		var fields struct {
-			Status struct {
-				Conditions map[string]json.RawMessage `json:"f:conditions"`
-			} `json:"f:status"`
-		}
+		var fields statusConditions
 		if json.Unmarshal(f.FieldsV1.GetRawBytes(), &fields) != nil {
 			return true // unreadable: removing by patch is always right
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -94,6 +95,8 @@ type harness struct {
 	policies domainPolicies
 	registry *prometheus.Registry
 	rec      *controller.Reconciler
+	// cache is the running manager's.
+	cache cache.Cache
 }
 
 // start starts a control plane and the controller on it, deciding as the
@@ -127,6 +130,8 @@ func (h *harness) run(t testing.TB, adjust ...func(*rest.Config, *ctrl.Options))
 		Scheme:                 h.cp.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// The cache trims Components and Namespaces as fencegate run's does.
+		Cache: cache.Options{ByObject: controller.CacheByObject()},
 		// Each test runs a manager of its own with the one controller.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
@@ -144,6 +149,7 @@ func (h *harness) run(t testing.TB, adjust ...func(*rest.Config, *ctrl.Options))
 	}); err != nil {
 		t.Fatal(err)
 	}
+	h.cache = mgr.GetCache()
 	testrun.Start(t, context.Background(), "manager", mgr.Start)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -542,6 +543,10 @@ func (o *runOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme, served
 	if err != nil {
 		return nil, err
 	}
+	// The Components and Namespaces are cached without what no reader
+	// uses (managedFields, the last-applied annotation): the cache holds
+	// every Component of the cluster.
+	maps.Copy(byObject, controller.CacheByObject())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cache.Options{ByObject: byObject},
