@@ -40,6 +40,10 @@ type realKind struct {
 	// module is the module of hack/tools/crds whose pinned version carries
 	// the CRD, at path crd inside it.
 	module, crd string
+	// generated: the module carries the kind's API types, not its CRD, and
+	// crd is the file that controller-gen generates from them, as the
+	// project does (pinned.GenerateCRDs).
+	generated bool
 	// resource is what the hold controller is configured with, and kind
 	// the kind's name in its progress (Kind.group).
 	resource schema.GroupResource
@@ -54,12 +58,68 @@ type realKind struct {
 }
 
 // shippedKinds are the kinds of the shipped rules that are tested here: all
-// but Flux's (the Kustomization is held by TestRealFluxIsHeld, with CRDs
-// from hack/tools/flux; the HelmRelease's CRD is in helm-controller's root
-// module, which the module proxy does not serve) and the CronJob (a
-// built-in kind, TestRealCronJobIsHeld).
+// but the Flux Kustomization (held by the real kustomize-controller in
+// TestRealFluxIsHeld, with CRDs from hack/tools/flux) and the CronJob (a
+// built-in kind, TestRealCronJobIsHeld). The HelmRelease's CRD is
+// generated from helm-controller's API module: the proxy does not serve its
+// root module, which carries the CRD file.
 func shippedKinds() []realKind {
 	return []realKind{
+		{
+			rule:      "flux-helmrelease",
+			module:    "github.com/fluxcd/helm-controller/api",
+			crd:       "helm.toolkit.fluxcd.io_helmreleases.yaml",
+			generated: true,
+			resource:  schema.GroupResource{Group: "helm.toolkit.fluxcd.io", Resource: "helmreleases"},
+			kind:      "HelmRelease.helm.toolkit.fluxcd.io",
+			// As Flux's guides write one: a chart from a HelmRepository,
+			// remediation, values. No actuator writes a status, so nothing
+			// reports a reconciliation: held, it is quiet.
+			object: map[string]any{
+				"apiVersion": "helm.toolkit.fluxcd.io/v2",
+				"kind":       "HelmRelease",
+				"metadata": map[string]any{
+					"name":      "podinfo",
+					"namespace": "default",
+					"labels":    map[string]any{"app.kubernetes.io/part-of": "shop"},
+				},
+				"spec": map[string]any{
+					"interval":    "10m",
+					"timeout":     "5m",
+					"releaseName": "podinfo",
+					"chart": map[string]any{
+						"spec": map[string]any{
+							"chart":             "podinfo",
+							"version":           "6.7.*",
+							"sourceRef":         map[string]any{"kind": "HelmRepository", "name": "podinfo", "namespace": "flux-system"},
+							"interval":          "1h",
+							"reconcileStrategy": "ChartVersion",
+						},
+					},
+					"dependsOn": []any{map[string]any{"name": "redis"}},
+					"install":   map[string]any{"remediation": map[string]any{"retries": int64(3)}},
+					"upgrade": map[string]any{
+						"cleanupOnFail": true,
+						"remediation":   map[string]any{"retries": int64(3), "remediateLastFailure": true, "strategy": "rollback"},
+					},
+					"driftDetection": map[string]any{"mode": "enabled"},
+					"values": map[string]any{
+						"replicaCount": int64(2),
+						"redis":        map[string]any{"enabled": false},
+						"ingress": map[string]any{
+							"enabled":   true,
+							"className": "nginx",
+							"hosts": []any{map[string]any{
+								"host":  "podinfo.shop.example.invalid",
+								"paths": []any{map[string]any{"path": "/", "pathType": "ImplementationSpecific"}},
+							}},
+						},
+						"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}},
+					},
+				},
+			},
+			held: []heldField{{path: []string{"spec", "suspend"}, value: true}},
+		},
 		{
 			rule:     "argocd-application",
 			module:   "github.com/argoproj/argo-cd/v3",
@@ -269,13 +329,15 @@ func shippedKinds() []realKind {
 }
 
 // TestShippedHoldsOnRealCRDs: each shipped rule of policies/hold.rego but
-// Flux's and the CronJob's holds an object of its kind under the real CRD
-// of the project that defines it, taken from the pinned module
-// (hack/tools/crds), not a copy. The API server accepts the hold patch and
-// keeps the held field (a CRD that does not know it would prune it), and
-// the release gives back the object's spec, labels and annotations exactly
-// as they were. No actuator runs: what is tried is the patch against the
-// schema.
+// the Flux Kustomization's and the CronJob's holds an object of its kind
+// under the real CRD of the project that defines it, taken from the pinned
+// module (hack/tools/crds), not a copy, or generated from the module's API
+// types as the project generates it (the HelmRelease's). The API server
+// accepts the hold patch and keeps the held field (a CRD that does not know
+// it would prune it), and the release gives back the object's spec, labels
+// and annotations exactly as they were. No actuator runs: what is tried is
+// the patch against the schema, and the rule's quiet on an object no
+// actuator has written a status to.
 func TestShippedHoldsOnRealCRDs(t *testing.T) {
 	start := time.Now()
 	since := func() string { return time.Since(start).Round(100 * time.Millisecond).String() }
@@ -423,9 +485,12 @@ func TestShippedHoldsOnRealCRDs(t *testing.T) {
 }
 
 // realCRDs returns the CRD files of kinds, from the modules at the versions
-// hack/tools/crds pins, downloaded into (or found in) the module cache.
+// hack/tools/crds pins, downloaded into (or found in) the module cache, or
+// generated from them with controller-gen (in the test assets, beside
+// kube-apiserver: hack/build-tools.sh controller-gen).
 func realCRDs(t *testing.T, kinds []realKind) []string {
 	t.Helper()
+	ctx := context.Background()
 	tools, err := pinned.ToolsModule("crds")
 	if err != nil {
 		t.Fatal(err)
@@ -436,24 +501,93 @@ func realCRDs(t *testing.T, kinds []realKind) []string {
 			modules = append(modules, k.module)
 		}
 	}
-	downloaded, err := pinned.Download(context.Background(), tools, modules...)
+	downloaded, err := pinned.Download(ctx, tools, modules...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	generated := map[string]string{}
 	var crds []string
 	for _, k := range kinds {
 		m, ok := downloaded[k.module]
 		if !ok {
 			t.Fatalf("%s: hack/tools/crds does not pin %s", k.rule, k.module)
 		}
-		crd := filepath.Join(m.Dir, filepath.FromSlash(k.crd))
+		dir := m.Dir
+		if k.generated {
+			if dir, ok = generated[k.module]; !ok {
+				dir = generateCRDs(t, m)
+				generated[k.module] = dir
+			}
+		}
+		crd := filepath.Join(dir, filepath.FromSlash(k.crd))
 		if _, err := os.Stat(crd); err != nil {
 			t.Fatalf("%s: the CRD of %s@%s: %v", k.rule, m.Path, m.Version, err)
 		}
-		t.Logf("%s: %s of %s@%s", k.rule, k.crd, m.Path, m.Version)
+		if k.generated {
+			t.Logf("%s: %s generated from %s@%s", k.rule, k.crd, m.Path, m.Version)
+		} else {
+			t.Logf("%s: %s of %s@%s", k.rule, k.crd, m.Path, m.Version)
+		}
 		crds = append(crds, crd)
 	}
 	return crds
+}
+
+// generateCRDs generates the CRDs of module m's API types with the
+// controller-gen of the test assets, into a directory of the test.
+func generateCRDs(t *testing.T, m pinned.Module) string {
+	t.Helper()
+	assets, err := cluster.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	controllerGen := filepath.Join(assets, "controller-gen")
+	if _, err := os.Stat(controllerGen); err != nil {
+		t.Fatalf("the CRDs of %s@%s are generated with controller-gen (build it with `hack/build-tools.sh controller-gen`, which `make test` runs): %v", m.Path, m.Version, err)
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	if err := pinned.GenerateCRDs(context.Background(), controllerGen, m, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("generated the CRDs of %s@%s in %s", m.Path, m.Version, time.Since(start).Round(10*time.Millisecond))
+	return dir
+}
+
+// TestHelmReleaseCRDIsKustomizeControllersFlux: the helm-controller API
+// module whose HelmRelease CRD TestShippedHoldsOnRealCRDs generates
+// (hack/tools/crds) is of the Flux release of the kustomize-controller that
+// TestRealFluxIsHeld runs (hack/tools/flux): both require the same Flux
+// meta API. Flux releases its controllers together, so a kustomize-controller
+// raised alone shows here.
+func TestHelmReleaseCRDIsKustomizeControllersFlux(t *testing.T) {
+	const meta = "github.com/fluxcd/pkg/apis/meta"
+	type pin struct{ tools, module, version, meta string }
+	helm := &pin{tools: "crds", module: "github.com/fluxcd/helm-controller/api"}
+	kustomize := &pin{tools: "flux", module: "github.com/fluxcd/kustomize-controller"}
+	for _, p := range []*pin{helm, kustomize} {
+		dir, err := pinned.ToolsModule(p.tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		downloaded, err := pinned.Download(context.Background(), dir, p.module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := downloaded[p.module]
+		if p.meta, err = pinned.Requirement(m, meta); err != nil {
+			t.Fatal(err)
+		}
+		if p.meta == "" {
+			t.Fatalf("%s@%s (hack/tools/%s) does not require %s", m.Path, m.Version, p.tools, meta)
+		}
+		p.version = m.Version
+		t.Logf("%s@%s (hack/tools/%s) requires %s %s", m.Path, m.Version, p.tools, meta, p.meta)
+	}
+	if helm.meta != kustomize.meta {
+		t.Errorf("helm-controller/api %s (hack/tools/crds) requires %s %s, kustomize-controller %s (hack/tools/flux) %s: pin the helm-controller API module released with that kustomize-controller",
+			helm.version, meta, helm.meta, kustomize.version, kustomize.meta)
+	}
 }
 
 // restoredParts are the parts of an object that a release gives back: its

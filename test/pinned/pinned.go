@@ -128,3 +128,38 @@ func FluxCRDs(ctx context.Context) ([]string, error) {
 	}
 	return f.CRDs, nil
 }
+
+// GenerateCRDs writes the CRDs of the API types of module m into dir, as a
+// project whose API module holds only Go types generates them: controller-gen
+// crd:crdVersions=v1 paths=./..., run in the module's directory in the
+// module cache, so that its packages load at the versions of the module's
+// own go.mod and go.sum. controllerGen is the controller-gen to run
+// (hack/build-tools.sh controller-gen). The files are named as
+// controller-gen names them, <group>_<plural>.yaml.
+func GenerateCRDs(ctx context.Context, controllerGen string, m Module, dir string) error {
+	cmd := exec.CommandContext(ctx, controllerGen, "crd:crdVersions=v1", "paths=./...", "output:crd:artifacts:config="+dir)
+	cmd.Dir = m.Dir
+	// The module cache is read-only: the module's go.sum must be all the
+	// loader needs, as it is for the project's own generation.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("controller-gen in %s@%s: %w\n%s", m.Path, m.Version, err, out)
+	}
+	return nil
+}
+
+// Requirement returns the version at which the go.mod of m requires module
+// path ("" when it does not).
+func Requirement(m Module, path string) (string, error) {
+	mod, err := os.ReadFile(m.GoMod)
+	if err != nil {
+		return "", fmt.Errorf("the go.mod of %s@%s: %w", m.Path, m.Version, err)
+	}
+	for line := range strings.Lines(string(mod)) {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == path && f[1] != "=>" {
+			return f[1], nil
+		}
+	}
+	return "", nil
+}
