@@ -227,12 +227,16 @@ is_self(p) if {
 # ---------------------------------------------------------------------------
 # Flux: Kustomization and HelmRelease, held by spec.suspend. A suspended
 # object is not reconciled again, but a reconciliation already running
-# finishes (it may still apply). Flux follows kstatus: a running
-# reconciliation shows as Ready=Unknown with reason Progressing (set when it
-# starts) and Reconciling=True. A failed attempt leaves Reconciling=True with
-# reason ProgressingWithRetry beside Ready=False, on a suspended object too
-# (kustomize-controller v1.9's finalizeStatus keeps it), and its retry never
-# comes while suspended: that alone is not activity.
+# finishes (it may still apply; a HelmRelease's Helm upgrade in flight runs
+# to its end, with its tests and remediation). Flux follows kstatus: a
+# running reconciliation shows as Reconciling=True with reason Progressing
+# and, from kustomize-controller when it starts and from helm-controller
+# while it runs a Helm install or upgrade, Ready=Unknown with reason
+# Progressing. A failed attempt leaves Reconciling=True with reason
+# ProgressingWithRetry beside Ready=False, on a suspended object too
+# (kustomize-controller v1.9's finalizeStatus keeps it; helm-controller's
+# suspended reconcile returns before it touches the conditions), and its
+# retry never comes while suspended: that alone is not activity.
 
 rules["flux-kustomization"] := {
 	"fields": [{"path": ["spec", "suspend"], "value": true}],
