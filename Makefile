@@ -168,6 +168,7 @@ bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's
 	go test -p 1 -run '^$$' -bench . -benchmem ./webhook/ ./engine/ ./authority/
 	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/
 	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkReMark$$' -benchtime 3x ./controller/
+	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkCacheMemory$$' -benchtime 1x ./controller/
 	go test -p 1 -run '^$$' -bench HoldTransition -benchtime 3x ./hold/
 	go test -p 1 -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 20x ./test/e2e/
 	go test -p 1 -run '^$$' -bench '^BenchmarkServedDomains$$' -benchtime 1x ./test/e2e/
