@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,13 +130,12 @@ func BenchmarkWriteLatency(b *testing.B) {
 	defer cancel()
 	w := startWriteLatency(b, ctx)
 	took := map[string][]time.Duration{}
-	var creates, updates map[string][]time.Duration
+	var last writeLatencies
 	for round := 0; b.Loop(); round++ {
-		r := w.measure(b, ctx, round, n)
+		last = w.measure(b, ctx, round, n)
 		for _, s := range writeSetups {
-			took[s.name] = append(took[s.name], r.all(s.name)...)
+			took[s.name] = append(took[s.name], last.all(s.name)...)
 		}
-		creates, updates = r.create, r.update
 	}
 	floor := sorted(took["floor"])
 	for _, s := range writeSetups {
@@ -146,8 +149,8 @@ func BenchmarkWriteLatency(b *testing.B) {
 		}
 	}
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%d writes per set-up at %d writes/s in all (goal: fencegate's p99 ≤ 1 ms over the floor's); the last round's creates and updates:\n%s",
-		len(took["floor"]), writeRate, latencyTable(took, creates, updates))
+	b.Logf("%d writes per set-up at %d writes/s in all (goal: fencegate's p99 ≤ 1 ms over the floor's); the last round's creates and updates:\n%s%s",
+		len(took["floor"]), writeRate, latencyTable(took, last.create, last.update), last.webhooks)
 }
 
 // TestWriteLatency runs BenchmarkWriteLatency's -short size, so that its
@@ -164,7 +167,12 @@ func TestWriteLatency(t *testing.T) {
 			t.Errorf("%s: %d writes timed, want %d", s.name, len(took[s.name]), writesPerSetupShort)
 		}
 	}
-	t.Logf("\n%s", latencyTable(took, r.create, r.update))
+	for _, name := range []string{"mutate.components.fencegate.dev", "validate.components.fencegate.dev"} {
+		if r.webhooks[name].calls == 0 {
+			t.Errorf("the API server counted no calls to %s; %s", name, r.webhooks)
+		}
+	}
+	t.Logf("\n%s%s", latencyTable(took, r.create, r.update), r.webhooks)
 }
 
 // writeLatency is a cluster set up for the three ways of admission.
@@ -377,9 +385,12 @@ func (w *writeLatency) waitSetUp(ctx context.Context) error {
 				return false, nil
 			}
 		}
-		err := w.client.Create(ctx, latencyComponent(vapProbeNamespace, "probe"), client.DryRunAll)
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), vapDeniedWords) {
-			last = fmt.Errorf("the policy bound to a Fence that says fenced: a dry-run create: %v, want refused (%q)", err, vapDeniedWords)
+		switch err := w.client.Create(ctx, latencyComponent(vapProbeNamespace, "probe"), client.DryRunAll); {
+		case err == nil:
+			last = errors.New("the policy bound to a Fence that says fenced admitted a dry-run create")
+			return false, nil
+		case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), vapDeniedWords):
+			last = fmt.Errorf("the policy bound to a Fence that says fenced: a dry-run create: %w, want refused (%q)", err, vapDeniedWords)
 			return false, nil
 		}
 		return true, nil
@@ -417,6 +428,9 @@ func latencyComponent(namespace, name string) *fencegatev1alpha1.Component {
 // updates apart.
 type writeLatencies struct {
 	create, update map[string][]time.Duration
+	// webhooks is the API server's own account of the round's calls to
+	// fencegate's webhooks.
+	webhooks webhookTimes
 }
 
 func (l writeLatencies) all(setup string) []time.Duration {
@@ -440,6 +454,10 @@ func (w *writeLatency) measure(tb testing.TB, ctx context.Context, round, n int)
 		errs []error
 		wg   sync.WaitGroup
 	)
+	before, err := w.webhookTimes(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	l := writeLatencies{create: map[string][]time.Duration{}, update: map[string][]time.Duration{}}
 	// write makes the j-th write of set-up s: a create when j is even, a
 	// merge patch of the spec of a pool Component when odd.
@@ -494,7 +512,81 @@ func (w *writeLatency) measure(tb testing.TB, ctx context.Context, round, n int)
 	if err := errors.Join(errs...); err != nil {
 		tb.Fatal(err)
 	}
+	after, err := w.webhookTimes(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l.webhooks = after.since(before)
 	return l
+}
+
+// webhookTime is how many calls the API server made to a webhook and the
+// seconds they took.
+type webhookTime struct {
+	calls   uint64
+	seconds float64
+}
+
+// webhookTimes are the API server's calls to each webhook, by name. (It
+// times a policy's checks only when one fails or refuses, so the policy's
+// cost shows only in the writes' latencies.)
+type webhookTimes map[string]webhookTime
+
+// webhookTimes reads the API server's histogram of the time it spends
+// calling each webhook.
+func (w *writeLatency) webhookTimes(ctx context.Context) (webhookTimes, error) {
+	cfg := w.cluster.ControlPlane.Config
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape the API server: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse the API server's metrics: %w", err)
+	}
+	out := webhookTimes{}
+	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "name" {
+				t := out[l.GetValue()]
+				t.calls += m.GetHistogram().GetSampleCount()
+				t.seconds += m.GetHistogram().GetSampleSum()
+				out[l.GetValue()] = t
+			}
+		}
+	}
+	return out, nil
+}
+
+// since is what was added to times after before.
+func (times webhookTimes) since(before webhookTimes) webhookTimes {
+	out := webhookTimes{}
+	for name, t := range times {
+		out[name] = webhookTime{calls: t.calls - before[name].calls, seconds: t.seconds - before[name].seconds}
+	}
+	return out
+}
+
+// String is the mean time of a call to each, in the API server's words.
+func (times webhookTimes) String() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(times)) {
+		t := times[name]
+		if t.calls > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f ms (%d calls)", name, t.seconds*1000/float64(t.calls), t.calls))
+		}
+	}
+	return "the API server's mean time per webhook call: " + strings.Join(parts, ", ")
 }
 
 // latencyTable lays out p50, p99 and the slowest write of each set-up, all
