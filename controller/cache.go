@@ -128,7 +128,7 @@ func conditionOwners(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFields
 			Operation:   f.Operation,
 			APIVersion:  f.APIVersion,
 			FieldsType:  f.FieldsType,
-			FieldsV1:    &metav1.FieldsV1{Raw: raw},
+			FieldsV1:    metav1.NewFieldsV1(string(raw)),
 			Subresource: f.Subresource,
 		})
 	}

@@ -34,7 +34,7 @@ func conditionFields(access bool, types ...string) *metav1.FieldsV1 {
 	if err != nil {
 		panic(err)
 	}
-	return &metav1.FieldsV1{Raw: raw}
+	return metav1.NewFieldsV1(string(raw))
 }
 
 // trimmedFields is what TrimComponent leaves of conditionFields(_, types).
@@ -47,7 +47,7 @@ func trimmedFields(types ...string) *metav1.FieldsV1 {
 	if err != nil {
 		panic(err)
 	}
-	return &metav1.FieldsV1{Raw: raw}
+	return metav1.NewFieldsV1(string(raw))
 }
 
 var at = metav1.Unix(1_700_000_000, 0)
@@ -74,7 +74,7 @@ func appliedComponent() *fencegatev1alpha1.Component {
 			},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				entry("kubectl-client-side-apply", metav1.ManagedFieldsOperationUpdate, "",
-					&metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{},"f:team":{}},"f:labels":{".":{},"f:app":{}}},"f:spec":{".":{},"f:enabled":{}}}`)}),
+					metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{},"f:team":{}},"f:labels":{".":{},"f:app":{}}},"f:spec":{".":{},"f:enabled":{}}}`)),
 				entry(FieldManager, metav1.ManagedFieldsOperationApply, "status", conditionFields(false, "SourceConflict")),
 				entry("example-actuator", metav1.ManagedFieldsOperationApply, "status", conditionFields(true, "Ready")),
 				entry("fencegate", metav1.ManagedFieldsOperationUpdate, "status", conditionFields(false, "Ready", "Stalled")),
@@ -86,7 +86,7 @@ func appliedComponent() *fencegatev1alpha1.Component {
 }
 
 func TestTrimComponent(t *testing.T) {
-	unreadable := entry("odd", metav1.ManagedFieldsOperationUpdate, "status", &metav1.FieldsV1{Raw: []byte(`not json`)})
+	unreadable := entry("odd", metav1.ManagedFieldsOperationUpdate, "status", metav1.NewFieldsV1(`not json`))
 	tests := map[string]struct {
 		in   func() *fencegatev1alpha1.Component
 		want func() *fencegatev1alpha1.Component
@@ -187,14 +187,14 @@ func equalComponents(t *testing.T, a, b *fencegatev1alpha1.Component) bool {
 		c = c.DeepCopy()
 		for i, f := range c.ManagedFields {
 			var v any
-			if f.FieldsV1 == nil || json.Unmarshal(f.FieldsV1.Raw, &v) != nil {
+			if f.FieldsV1 == nil || json.Unmarshal(f.FieldsV1.GetRawBytes(), &v) != nil {
 				continue
 			}
 			raw, err := json.Marshal(v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.ManagedFields[i].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+			c.ManagedFields[i].FieldsV1 = metav1.NewFieldsV1(string(raw))
 		}
 		return c
 	}
@@ -239,7 +239,7 @@ func TestTrimNamespace(t *testing.T) {
 			in: metav1.ObjectMeta{
 				Name: "payments", Labels: map[string]string{"fencegate.dev/domain": "payments"},
 				Annotations:   map[string]string{LastAppliedAnnotation: "{}", "owner": "team-a"},
-				ManagedFields: []metav1.ManagedFieldsEntry{entry("kubectl-client-side-apply", metav1.ManagedFieldsOperationUpdate, "", &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)})},
+				ManagedFields: []metav1.ManagedFieldsEntry{entry("kubectl-client-side-apply", metav1.ManagedFieldsOperationUpdate, "", metav1.NewFieldsV1(`{"f:metadata":{}}`))},
 			},
 			want: metav1.ObjectMeta{
 				Name: "payments", Labels: map[string]string{"fencegate.dev/domain": "payments"},
