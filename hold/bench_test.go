@@ -60,7 +60,9 @@ func benchmarkHoldTransition(b *testing.B, qps float32) {
 	h.waitAllDecided(b, ctx, active, n, 0)
 
 	var applied, held, released []time.Duration
+	transitions := 0
 	for b.Loop() {
+		transitions += 2
 		start := time.Now()
 		h.transition(b, fenced)
 		applied = append(applied, h.waitAllDecided(b, ctx, fenced, n, n).Sub(start))
@@ -69,6 +71,11 @@ func benchmarkHoldTransition(b *testing.B, qps float32) {
 		h.transition(b, active)
 		h.waitAllDecided(b, ctx, active, n, 0)
 		released = append(released, time.Since(start))
+	}
+	// Each transition patches each object once: none is patched again
+	// from a cache that has not caught up with the controller's own patch.
+	if patches, failures := h.counter(b, "fencegate_hold_actions_total"), h.counter(b, "fencegate_hold_failures_total"); patches != float64(transitions*n) || failures != 0 {
+		b.Fatalf("%d transitions of %d CronJobs: %v patches and %v failed ones, want %d and none", transitions, n, patches, failures, transitions*n)
 	}
 	for _, d := range [][]time.Duration{applied, held, released} {
 		slices.Sort(d)
@@ -164,6 +171,24 @@ func (h *harness) waitAllDecided(b *testing.B, ctx context.Context, s fencestate
 		b.Fatalf("waiting for %d CronJobs decided for %s: %v; progress %+v", n, s.Status, err, last)
 	}
 	return applied
+}
+
+// counter sums the hold controller's counter name over its labels.
+func (h *harness) counter(b *testing.B, name string) float64 {
+	b.Helper()
+	families, err := h.metrics.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {

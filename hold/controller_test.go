@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,8 @@ type harness struct {
 	fence   *enginetest.Switch
 	holder  *hold.Holder
 	quietly time.Duration
+	// metrics has the hold controller's metrics.
+	metrics *prometheus.Registry
 }
 
 func start(t testing.TB, initial fencestate.State) *harness {
@@ -65,6 +68,7 @@ func newHarness(t testing.TB, initial fencestate.State, quietly time.Duration) *
 		cp:      cluster.StartForTest(t, cluster.Options{Name: "hold", NoCRDs: true}),
 		fence:   enginetest.NewSwitch(t, initial),
 		quietly: quietly,
+		metrics: prometheus.NewRegistry(),
 	}
 }
 
@@ -99,6 +103,7 @@ func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
 	if h.holder, err = hold.SetupWithManager(mgr, hold.Options{
 		Kinds:  []schema.GroupResource{{Group: "batch", Resource: "cronjobs"}},
 		Policy: h.fence.Engine, Fences: map[string]fencestate.Source{"default": h.fence.Source("default")}, QuietFor: h.quietly,
+		Registerer: h.metrics,
 	}); err != nil {
 		t.Fatal(err)
 	}
