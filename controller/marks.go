@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"sync"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencegate/fencegate/fencestate"
@@ -29,6 +31,11 @@ type MarkProgress struct {
 // whether the Component is held.
 type Marks struct {
 	t *marks.Tracker[bool]
+	// mu orders every change of the marks with held, how many of them say
+	// held: each mark returns that count, and a transition re-marks every
+	// Component, so it is kept rather than counted.
+	mu   sync.Mutex
+	held int
 }
 
 // NewMarks returns an empty tracker.
@@ -39,14 +46,11 @@ func (m *Marks) Changes() <-chan struct{} { return m.t.Changes() }
 
 // Progress returns where the marking stands.
 func (m *Marks) Progress() MarkProgress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var p MarkProgress
 	m.t.Read(func(started bool, key fencestate.Key, pending int, held map[types.NamespacedName]bool) {
-		p = MarkProgress{Started: started, Key: key, Pending: pending, Total: len(held)}
-		for _, h := range held {
-			if h {
-				p.Held++
-			}
-		}
+		p = MarkProgress{Started: started, Key: key, Pending: pending, Held: m.held, Total: len(held)}
 	})
 	return p
 }
@@ -62,8 +66,16 @@ func (m *Marks) generation() uint64 { return m.t.Generation() }
 // Component, held or not, deciding with the state before → after, and
 // returns the held count.
 func (m *Marks) marked(name types.NamespacedName, gen uint64, before, after fencestate.Key, held bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.isHeld(name) {
+		m.held--
+	}
 	m.t.Mark(name, gen, before, after, held)
-	return m.Progress().Held
+	if held {
+		m.held++
+	}
+	return m.held
 }
 
 // tracks reports whether the Component has a mark or is still to be
@@ -73,6 +85,19 @@ func (m *Marks) tracks(name types.NamespacedName) bool { return m.t.Tracks(name)
 // gone records that a Component no longer needs marks (deleted, or being
 // deleted), and returns the held count.
 func (m *Marks) gone(name types.NamespacedName) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.isHeld(name) {
+		m.held--
+	}
 	m.t.Gone(name)
-	return m.Progress().Held
+	return m.held
+}
+
+// isHeld reports whether the last mark of a Component says held; m.mu is
+// held.
+func (m *Marks) isHeld(name types.NamespacedName) bool {
+	var held bool
+	m.t.Read(func(_ bool, _ fencestate.Key, _ int, marks map[types.NamespacedName]bool) { held = marks[name] })
+	return held
 }
