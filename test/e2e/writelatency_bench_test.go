@@ -167,9 +167,9 @@ func TestWriteLatency(t *testing.T) {
 			t.Errorf("%s: %d writes timed, want %d", s.name, len(took[s.name]), writesPerSetupShort)
 		}
 	}
-	for _, name := range []string{"mutate.components.fencegate.dev", "validate.components.fencegate.dev"} {
+	for _, name := range []string{"mutate.components.fencegate.dev", "validate.components.fencegate.dev", fencegatePrefix + "mutate", fencegatePrefix + "validate"} {
 		if r.webhooks[name].calls == 0 {
-			t.Errorf("the API server counted no calls to %s; %s", name, r.webhooks)
+			t.Errorf("no calls to %s were timed; %s", name, r.webhooks)
 		}
 	}
 	t.Logf("\n%s%s", latencyTable(took, r.create, r.update), r.webhooks)
@@ -520,52 +520,70 @@ func (w *writeLatency) measure(tb testing.TB, ctx context.Context, round, n int)
 	return l
 }
 
-// webhookTime is how many calls the API server made to a webhook and the
-// seconds they took.
+// webhookTime is how many calls to a webhook were timed and the seconds
+// they took.
 type webhookTime struct {
 	calls   uint64
 	seconds float64
 }
 
-// webhookTimes are the API server's calls to each webhook, by name. (It
+// webhookTimes are the calls to fencegate's webhooks as the API server
+// times them (from sending the request to reading the answer), by the
+// webhook's name, and as fencegate times them (from reading the request to
+// writing the answer), by "fencegate /" and its endpoint. (The API server
 // times a policy's checks only when one fails or refuses, so the policy's
 // cost shows only in the writes' latencies.)
 type webhookTimes map[string]webhookTime
 
-// webhookTimes reads the API server's histogram of the time it spends
-// calling each webhook.
+// fencegatePrefix marks fencegate's own times in webhookTimes.
+const fencegatePrefix = "fencegate /"
+
+// webhookTimes reads the API server's and fencegate's histograms of the
+// time each spends on each webhook call.
 func (w *writeLatency) webhookTimes(ctx context.Context) (webhookTimes, error) {
 	cfg := w.cluster.ControlPlane.Config
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
-	if err != nil {
+	out := webhookTimes{}
+	if err := out.add(ctx, hc, strings.TrimSuffix(cfg.Host, "/")+"/metrics", "apiserver_admission_webhook_admission_duration_seconds", "name", ""); err != nil {
 		return nil, err
+	}
+	if err := out.add(ctx, http.DefaultClient, "http://"+w.cluster.Metrics+"/metrics", "fencegate_admission_duration_seconds", "endpoint", fencegatePrefix); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// add adds the histograms of family that url serves, by the value of
+// label after prefix.
+func (times webhookTimes) add(ctx context.Context, hc *http.Client, url, family, label, prefix string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape the API server: %w", err)
+		return fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parse the API server's metrics: %w", err)
+		return fmt.Errorf("parse the metrics of %s: %w", url, err)
 	}
-	out := webhookTimes{}
-	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
+	for _, m := range families[family].GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "name" {
-				t := out[l.GetValue()]
+			if l.GetName() == label {
+				t := times[prefix+l.GetValue()]
 				t.calls += m.GetHistogram().GetSampleCount()
 				t.seconds += m.GetHistogram().GetSampleSum()
-				out[l.GetValue()] = t
+				times[prefix+l.GetValue()] = t
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // since is what was added to times after before.
@@ -577,16 +595,24 @@ func (times webhookTimes) since(before webhookTimes) webhookTimes {
 	return out
 }
 
-// String is the mean time of a call to each, in the API server's words.
+// String is the mean time of a call to each webhook, the API server's and
+// fencegate's.
 func (times webhookTimes) String() string {
-	var parts []string
+	var apiserver, fencegate []string
 	for _, name := range slices.Sorted(maps.Keys(times)) {
 		t := times[name]
-		if t.calls > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.2f ms (%d calls)", name, t.seconds*1000/float64(t.calls), t.calls))
+		if t.calls == 0 {
+			continue
+		}
+		mean := fmt.Sprintf("%s %.3f ms (%d calls)", strings.TrimPrefix(name, fencegatePrefix), t.seconds*1000/float64(t.calls), t.calls)
+		if strings.HasPrefix(name, fencegatePrefix) {
+			fencegate = append(fencegate, "/"+mean)
+		} else {
+			apiserver = append(apiserver, mean)
 		}
 	}
-	return "the API server's mean time per webhook call: " + strings.Join(parts, ", ")
+	return "mean time per webhook call, as the API server times it: " + strings.Join(apiserver, ", ") +
+		"; as fencegate times it: " + strings.Join(fencegate, ", ")
 }
 
 // latencyTable lays out p50, p99 and the slowest write of each set-up, all
