@@ -184,21 +184,22 @@ func testRunWithTheChartsRBAC(t *testing.T, cp *cluster.ControlPlane) {
 	if len(leases.Items) != 1 || ptr.Deref(leases.Items[0].Spec.HolderIdentity, "") != f.Status.Instances[0].Name {
 		t.Errorf("instance Leases %v, want the one of instance %s", leases.Items, f.Status.Instances[0].Name)
 	}
-	wantTheChartsPriorityLevel(t, cp)
+	wantTheChartsPriorityLevel(t, cp, fullname)
 }
 
 // wantTheChartsPriorityLevel checks, once fencegate run has made requests
-// as the chart's service account, that the chart's FlowSchema points at a
-// priority level that exists (its Dangling condition is False) and that the
-// API server's priority and fairness dispatched requests through both.
-func wantTheChartsPriorityLevel(t *testing.T, cp *cluster.ControlPlane) {
+// as the chart's service account, that the chart's FlowSchema name (the
+// release's full name) points at a priority level that exists (its
+// Dangling condition is False) and that the API server's priority and
+// fairness dispatched requests through both. It returns how many.
+func wantTheChartsPriorityLevel(t *testing.T, cp *cluster.ControlPlane, name string) float64 {
 	t.Helper()
 	ctx := t.Context()
 	var fs flowcontrolv1.FlowSchema
 	// The API server's flow control writes the condition a moment after
 	// it takes in the FlowSchema.
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := cp.Client.Get(ctx, client.ObjectKey{Name: fullname}, &fs); err != nil {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: name}, &fs); err != nil {
 			return false, err
 		}
 		for _, c := range fs.Status.Conditions {
@@ -209,10 +210,10 @@ func wantTheChartsPriorityLevel(t *testing.T, cp *cluster.ControlPlane) {
 		return false, nil
 	})
 	if err != nil {
-		t.Errorf("the FlowSchema %s never said Dangling False: %v\n%+v", fullname, err, fs.Status.Conditions)
+		t.Errorf("the FlowSchema %s never said Dangling False: %v\n%+v", name, err, fs.Status.Conditions)
 	}
 
-	const name = "apiserver_flowcontrol_dispatched_requests_total"
+	const metric = "apiserver_flowcontrol_dispatched_requests_total"
 	metrics := kubectl(t, cp, nil, "get", "--raw", "/metrics")
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(metrics))
@@ -220,17 +221,18 @@ func wantTheChartsPriorityLevel(t *testing.T, cp *cluster.ControlPlane) {
 		t.Fatalf("parse the API server's metrics: %v", err)
 	}
 	var series []string
-	for _, m := range families[name].GetMetric() {
+	for _, m := range families[metric].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if labels["flow_schema"] == fullname && labels["priority_level"] == fullname && m.GetCounter().GetValue() > 0 {
-			return
+		if labels["flow_schema"] == name && labels["priority_level"] == name && m.GetCounter().GetValue() > 0 {
+			return m.GetCounter().GetValue()
 		}
 		series = append(series, fmt.Sprintf("%v %v", labels, m.GetCounter().GetValue()))
 	}
-	t.Errorf("the API server dispatched no request through FlowSchema and priority level %s; %s has:\n%s", fullname, name, strings.Join(series, "\n"))
+	t.Errorf("the API server dispatched no request through FlowSchema and priority level %s; %s has:\n%s", name, metric, strings.Join(series, "\n"))
+	return 0
 }
 
 // testFailoverRole binds a group to the installed failover ClusterRole and

@@ -48,9 +48,12 @@ const (
 // node's cluster) with `helm upgrade --set epoch=2` while both clusters keep
 // writing, and checks what only running pods show: the read-only root
 // filesystem with writable certificate directories, the probes' ports, the
-// RBAC of everything `fencegate run` does, the drain on SIGTERM within the
-// grace period, memory against the requests, and a node drain held by the
-// PodDisruptionBudget. The subtests run in order on one node.
+// chart's FlowSchema and priority level carrying fencegate's requests
+// (apiserver_flowcontrol_dispatched_requests_total grows through the
+// failover), the RBAC of everything `fencegate run` does, the drain on
+// SIGTERM within the grace period, memory against the requests, and a node
+// drain held by the PodDisruptionBudget. The subtests run in order on one
+// node.
 func TestChartsOnARealNode(t *testing.T) {
 	h := newHelm(t)
 	dir := t.TempDir()
@@ -80,6 +83,12 @@ func TestChartsOnARealNode(t *testing.T) {
 	t.Run("helm test passes while fenced", func(t *testing.T) {
 		w.helmTest(ctx, t, "PASS: west is fenced")
 	})
+	// fencegate's requests, the status writes of a failover's re-marking
+	// among them, go through the chart's FlowSchema and priority level.
+	var dispatched float64
+	t.Run("the chart's FlowSchema and priority level take fencegate's requests", func(t *testing.T) {
+		dispatched = wantTheChartsPriorityLevel(t, n.ControlPlane, fencegateRelease)
+	})
 	t.Run("west's pods deny through the webhook Service and east admits", func(t *testing.T) {
 		res := w.kubectl(ctx, t, n.ControlPlane, component("denied-on-west", "1"), "apply", "-f", "-")
 		if res.ExitCode == 0 || !strings.Contains(res.Stderr, `admission webhook "mutate.fencegate.dev" denied the request`) || !strings.Contains(res.Stderr, denial) {
@@ -100,6 +109,11 @@ func TestChartsOnARealNode(t *testing.T) {
 			t.Fatalf("a fenced east must deny, got exit %d:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
 		w.helmTest(ctx, t, "PASS: west is active")
+	})
+	t.Run("the failover's requests went through the chart's priority level", func(t *testing.T) {
+		if after := wantTheChartsPriorityLevel(t, n.ControlPlane, fencegateRelease); after <= dispatched {
+			t.Errorf("the API server dispatched %v requests through FlowSchema and priority level %s after the failover, %v before it: want more", after, fencegateRelease, dispatched)
+		}
 	})
 	t.Run("root filesystem read-only, certificate and data directories writable", func(t *testing.T) {
 		for _, p := range append(w.fencegatePods(ctx, t), w.authorityPod(ctx, t)) {
