@@ -43,7 +43,7 @@ type harness struct {
 	fence   *enginetest.Switch
 	holder  *hold.Holder
 	quietly time.Duration
-	// metrics has the hold controller's metrics.
+	// metrics has the metrics of the hold controller newManager made last.
 	metrics *prometheus.Registry
 }
 
@@ -68,7 +68,6 @@ func newHarness(t testing.TB, initial fencestate.State, quietly time.Duration) *
 		cp:      cluster.StartForTest(t, cluster.Options{Name: "hold", NoCRDs: true}),
 		fence:   enginetest.NewSwitch(t, initial),
 		quietly: quietly,
-		metrics: prometheus.NewRegistry(),
 	}
 }
 
@@ -100,6 +99,7 @@ func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
 		t.Fatal(err)
 	}
 	h.c = mgr.GetClient()
+	h.metrics = prometheus.NewRegistry()
 	if h.holder, err = hold.SetupWithManager(mgr, hold.Options{
 		Kinds:  []schema.GroupResource{{Group: "batch", Resource: "cronjobs"}},
 		Policy: h.fence.Engine, Fences: map[string]fencestate.Source{"default": h.fence.Source("default")}, QuietFor: h.quietly,
