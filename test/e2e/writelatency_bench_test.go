@@ -100,6 +100,9 @@ const (
 // Each set-up has a namespace of its own: fencegate's webhooks skip the
 // other two (a namespaceSelector on their Component entries, like the one
 // the chart gives the fenced kinds), and the policy is bound to its own.
+// So every write pays the same matching (the API server checks each one
+// against both webhook configurations and both bindings), and only the
+// calls and the checks differ.
 // The writes go out open loop at writeRate in all, in a shuffled order
 // within each round of three, so that every set-up meets the same API
 // server at the same moments; half are creates of new Components and half
