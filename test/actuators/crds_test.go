@@ -488,7 +488,7 @@ func TestShippedHoldsOnRealCRDs(t *testing.T) {
 // hack/tools/crds pins, downloaded into (or found in) the module cache, or
 // generated from them with controller-gen (in the test assets, beside
 // kube-apiserver: hack/build-tools.sh controller-gen).
-func realCRDs(t *testing.T, kinds []realKind) []string {
+func realCRDs(t testing.TB, kinds []realKind) []string {
 	t.Helper()
 	ctx := context.Background()
 	tools, err := pinned.ToolsModule("crds")
@@ -535,7 +535,7 @@ func realCRDs(t *testing.T, kinds []realKind) []string {
 
 // generateCRDs generates the CRDs of module m's API types with the
 // controller-gen of the test assets, into a directory of the test.
-func generateCRDs(t *testing.T, m pinned.Module) string {
+func generateCRDs(t testing.TB, m pinned.Module) string {
 	t.Helper()
 	assets, err := cluster.AssetsDir()
 	if err != nil {

@@ -32,7 +32,7 @@ var (
 
 // startHolder runs fencegate's hold controller for kinds against a control
 // plane, deciding with f.
-func startHolder(t *testing.T, cp *cluster.ControlPlane, f *enginetest.Switch, kinds ...schema.GroupResource) *hold.Holder {
+func startHolder(t testing.TB, cp *cluster.ControlPlane, f *enginetest.Switch, kinds ...schema.GroupResource) *hold.Holder {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Logger:                 testr.NewWithInterface(t, testr.Options{}),
