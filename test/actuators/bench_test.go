@@ -136,4 +136,3 @@ func cronJobKind() realKind {
 		},
 	}
 }
-
