@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/api/fence/rpctypes"
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority/authoritytest"
 )
@@ -64,7 +65,8 @@ func BenchmarkTakeoverToWatchEvent(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	next := func(want fencev1.FenceEventType) {
+	var latencies []time.Duration
+	seen := func(want fencev1.FenceEventType, sent time.Time) {
 		ev, err := watch.Recv()
 		if err != nil {
 			b.Fatal(err)
@@ -72,33 +74,16 @@ func BenchmarkTakeoverToWatchEvent(b *testing.B) {
 		if ev.GetType() != want {
 			b.Fatalf("event %s, want %s", ev.GetType(), want)
 		}
+		if want == fencev1.FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED {
+			latencies = append(latencies, time.Since(sent))
+		}
 	}
-	next(fencev1.FenceEventType_FENCE_EVENT_TYPE_SNAPSHOT)
-	clusters := [2]string{"east", "west"}
-	if _, err := client.DeclareClusterEpoch(ctx, declareReq("", clusters[0], 1)); err != nil {
-		b.Fatal(err)
-	}
-	next(fencev1.FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED)
-
-	var latencies []time.Duration
-	epoch := uint64(1)
-	for i := 0; b.Loop(); i++ {
-		holder, taker := clusters[i%2], clusters[(i+1)%2]
-		if _, err := client.DeclareClusterEpoch(ctx, declareReq("", taker, epoch+1)); errorInfo(err) == nil {
-			b.Fatalf("%s declares %d: %v, want acquiring", taker, epoch+1, err)
-		}
-		next(fencev1.FenceEventType_FENCE_EVENT_TYPE_PENDING_CHANGED)
-		if _, err := client.ReleaseFence(ctx, releaseReq("", holder, epoch)); err != nil {
-			b.Fatal(err)
-		}
-		next(fencev1.FenceEventType_FENCE_EVENT_TYPE_RELEASED)
-		epoch++
-		start := time.Now()
-		if _, err := client.DeclareClusterEpoch(ctx, declareReq("", taker, epoch)); err != nil {
-			b.Fatal(err)
-		}
-		next(fencev1.FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED)
-		latencies = append(latencies, time.Since(start))
+	seen(fencev1.FenceEventType_FENCE_EVENT_TYPE_SNAPSHOT, time.Now())
+	h := &handover{clusters: [2]string{"east", "west"}, client: func(string) fencev1.FenceServiceClient { return client }}
+	h.begin(ctx, b, seen)
+	latencies = latencies[:0]
+	for b.Loop() {
+		h.next(ctx, b, seen)
 	}
 	slices.Sort(latencies)
 	var total time.Duration
@@ -107,6 +92,59 @@ func BenchmarkTakeoverToWatchEvent(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/float64(len(latencies)), "ns/takeover-event")
 	b.ReportMetric(float64(latencies[len(latencies)*99/100].Nanoseconds()), "p99-ns/takeover-event")
+}
+
+// handover hands a domain's fence back and forth between two clusters as a
+// failover does, and lets its caller wait after each step for the watch
+// event the step makes.
+type handover struct {
+	domain   string
+	clusters [2]string
+	// client returns the client a cluster calls with.
+	client func(cluster string) fencev1.FenceServiceClient
+	// holder indexes the cluster that holds the fence, at epoch.
+	holder int
+	epoch  uint64
+}
+
+// begin makes the first cluster the holder, at epoch 1; seen is then called
+// with the event that makes and when its call was sent.
+func (h *handover) begin(ctx context.Context, tb testing.TB, seen func(fencev1.FenceEventType, time.Time)) {
+	tb.Helper()
+	h.holder, h.epoch = 0, 1
+	sent := time.Now()
+	if _, err := h.client(h.clusters[0]).DeclareClusterEpoch(ctx, declareReq(h.domain, h.clusters[0], 1)); err != nil {
+		tb.Fatal(err)
+	}
+	seen(fencev1.FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED, sent)
+}
+
+// next hands the fence to the other cluster: it declares the next epoch
+// and is told FENCE_ACQUIRING, the holder releases, and it declares again
+// and is granted. After each step seen is called with the event the step
+// makes and when its call was sent.
+func (h *handover) next(ctx context.Context, tb testing.TB, seen func(fencev1.FenceEventType, time.Time)) {
+	tb.Helper()
+	holder, taker := h.clusters[h.holder], h.clusters[1-h.holder]
+	sent := time.Now()
+	if _, err := h.client(taker).DeclareClusterEpoch(ctx, declareReq(h.domain, taker, h.epoch+1)); errorInfo(err).GetReason() != rpctypes.ReasonAcquiring {
+		tb.Fatalf("%s declares %d: %v, want %s", taker, h.epoch+1, err, rpctypes.ReasonAcquiring)
+	}
+	seen(fencev1.FenceEventType_FENCE_EVENT_TYPE_PENDING_CHANGED, sent)
+	release := releaseReq(h.domain, holder, h.epoch)
+	release.ClusterName = holder
+	sent = time.Now()
+	if _, err := h.client(holder).ReleaseFence(ctx, release); err != nil {
+		tb.Fatal(err)
+	}
+	seen(fencev1.FenceEventType_FENCE_EVENT_TYPE_RELEASED, sent)
+	h.epoch++
+	sent = time.Now()
+	if _, err := h.client(taker).DeclareClusterEpoch(ctx, declareReq(h.domain, taker, h.epoch)); err != nil {
+		tb.Fatal(err)
+	}
+	seen(fencev1.FenceEventType_FENCE_EVENT_TYPE_HOLDER_CHANGED, sent)
+	h.holder = 1 - h.holder
 }
 
 // BenchmarkDeclareAuthorization measures renewals over mTLS with and

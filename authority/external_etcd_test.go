@@ -130,7 +130,7 @@ func startEtcdCluster(t *testing.T) ([]*etcdMember, tlsutil.ClientFiles) {
 	return members, tlsutil.ClientFiles{CAFile: caFile, CertFile: clientCert, KeyFile: clientKey}
 }
 
-func etcdBinary(t *testing.T) string {
+func etcdBinary(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv(cluster.AssetsEnv)
 	if dir == "" {
@@ -148,7 +148,7 @@ func etcdBinary(t *testing.T) string {
 }
 
 // freePorts returns n loopback ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	for range n {
