@@ -122,6 +122,8 @@ SLOW_TEST_PACKAGES := ./test/charts ./test/e2e ./test/safety ./test/faults ./eng
 test-go: test-build test-gen-tools vet node-prerequisites
 	FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate $(GO_TEST) -race $(SLOW_TEST_PACKAGES) ./...
 	cd examples/helm-actuator && FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate $(GO_TEST) -race ./...
+	@# The hold benchmarks at their -short size, so that they stay right.
+	$(GO_TEST) -short -run '^$$' -bench '^BenchmarkHold' -benchtime 1x ./hold/ ./test/actuators/
 	cd hack/tools/image && go test ./...
 	cd hack/tools/protoc-gen && go test ./...
 
@@ -170,6 +172,7 @@ bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's
 	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkReMark$$' -benchtime 3x ./controller/
 	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkCacheMemory$$' -benchtime 1x ./controller/
 	go test -p 1 -run '^$$' -bench HoldTransition -benchtime 3x ./hold/
+	go test -p 1 -timeout 30m -run '^$$' -bench HoldMixedKinds -benchtime 3x ./test/actuators/
 	go test -p 1 -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 20x ./test/e2e/
 	go test -p 1 -run '^$$' -bench '^BenchmarkServedDomains$$' -benchtime 1x ./test/e2e/
 	go test -p 1 -run '^$$' -bench '^BenchmarkWriteLatency$$' -benchtime 1x ./test/e2e/
