@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/test/bench/benchdata"
 	"github.com/fencegate/fencegate/test/stack"
 	"github.com/fencegate/fencegate/webhook"
 )
@@ -29,9 +30,9 @@ const (
 
 // The servers compared, and the floor under both.
 const (
-	fencegateServer = "fencegate"
-	opaServerName   = "OPA server"
-	floorServer     = "floor"
+	fencegateServer = benchdata.Fencegate
+	opaServerName   = benchdata.OPAServer
+	floorServer     = benchdata.Floor
 )
 
 // scenario is one endpoint deciding for one fence state.
@@ -109,6 +110,31 @@ type churnRun struct {
 	Result loadResult
 }
 
+// curveRun is a fixed-rate run of the latency curve: validate (active), or
+// the floor, at one of Options.Rates.
+type curveRun struct {
+	Round  int
+	Server string
+	Rate   int
+	// Result is the measured run; Warmup the unmeasured one before it,
+	// checked all the same.
+	Result, Warmup loadResult
+}
+
+// problems returns the failed and wrong answers of c's runs, warm-up
+// included, and the number of requests.
+func (c curveRun) problems() (failed, wrong, requests int, first string) {
+	first = c.Result.FirstProblem
+	if first == "" {
+		first = c.Warmup.FirstProblem
+	}
+	return c.Result.Failed + c.Warmup.Failed, c.Result.Wrong + c.Warmup.Wrong, c.Result.Requests + c.Warmup.Requests, first
+}
+
+// curveScenario is the scenario of the latency curve: the fence holder's
+// validating webhook, the one every write in a cluster goes through.
+var curveScenario = scenario{validate, stateActive}
+
 // environment describes where and how the figures were measured.
 type environment struct {
 	// Started and Finished bound the measurements.
@@ -137,6 +163,9 @@ type results struct {
 	// Floor are the floor server's measurements, one per round.
 	Floor []measurement
 	Churn []churnRun
+	// Curve are the runs of the latency curve, when Options.Rates asks
+	// for one.
+	Curve []curveRun
 }
 
 // bench holds the servers under test and what they must answer.
@@ -302,6 +331,11 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 			return res, fmt.Errorf("round %d, floor: %w", round, err)
 		}
 		res.Floor = append(res.Floor, m)
+		curve, err := b.curve(ctx, round, order)
+		if err != nil {
+			return res, fmt.Errorf("round %d, latency curve: %w", round, err)
+		}
+		res.Curve = append(res.Curve, curve...)
 		if b.o.Churn == 0 {
 			continue
 		}
@@ -382,6 +416,50 @@ func (b *bench) warm(client *http.Client, t target, chk answerCheck, spec loadSp
 	}
 	spec.Duration = b.o.Warmup
 	return attack(client, t, b.reviews, chk, spec)
+}
+
+// curve measures, at each of the curve's rates, validate (active) on each
+// server in order and then the floor, each after a warm-up on the same
+// kept-alive connections.
+func (b *bench) curve(ctx context.Context, round int, order []*server) ([]curveRun, error) {
+	type curveTarget struct {
+		name  string
+		t     target
+		check func() answerCheck
+	}
+	var targets []curveTarget
+	for _, srv := range order {
+		want := b.expected[curveScenario]
+		targets = append(targets, curveTarget{srv.name, srv.targets[curveScenario],
+			func() answerCheck { return newChecker(curveScenario.Endpoint, want) }})
+	}
+	targets = append(targets, curveTarget{floorServer, b.floor, func() answerCheck { return exactAnswer(floorAnswer) }})
+	var runs []curveRun
+	for _, rate := range b.o.Rates {
+		for _, ct := range targets {
+			if err := ctx.Err(); err != nil {
+				return runs, err
+			}
+			spec := loadSpec{Rate: rate, Workers: b.o.Connections, Duration: b.o.CurveDuration}
+			client := newClient(ct.t, true, b.o.Connections)
+			chk := ct.check()
+			warm, err := b.warm(client, ct.t, chk, spec)
+			if err != nil {
+				return runs, fmt.Errorf("%s at %d req/s: %w", ct.name, rate, err)
+			}
+			r, err := attack(client, ct.t, b.reviews, chk, spec)
+			client.CloseIdleConnections()
+			if err != nil {
+				return runs, fmt.Errorf("%s at %d req/s: %w", ct.name, rate, err)
+			}
+			c := curveRun{Round: round, Server: ct.name, Rate: rate, Result: r, Warmup: warm}
+			failed, wrong, requests, _ := c.problems()
+			b.say("  %-10s curve %5d req/s   p50 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
+				ct.name, rate, ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), r.ForeignCores(), failed+wrong, requests)
+			runs = append(runs, c)
+		}
+	}
+	return runs, nil
 }
 
 // churnRun measures validate (active) at the churn rate with a new TLS

@@ -39,6 +39,8 @@ type loadSpec struct {
 
 // loadResult is what one run measured.
 type loadResult struct {
+	// Rate is the offered rate per second; 0 for a closed loop.
+	Rate int
 	// Requests is the number of answers received.
 	Requests int
 	// Failed counts transport errors and non-200 answers; Wrong counts
@@ -147,7 +149,7 @@ func attack(client *http.Client, t target, reviews []review, chk answerCheck, sp
 	if err != nil {
 		return loadResult{}, err
 	}
-	var res loadResult
+	res := loadResult{Rate: spec.Rate}
 	if spec.Rate > 0 {
 		res.Latencies = make([]time.Duration, 0, int(float64(spec.Rate)*spec.Duration.Seconds())+16)
 	}

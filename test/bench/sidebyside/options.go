@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/test/cluster"
@@ -45,6 +47,14 @@ type Options struct {
 	RetryBudget time.Duration
 	// ReadOptimal runs OPA with --optimize-store-for-read-speed.
 	ReadOptimal bool
+	// Rates are the offered rates (requests/s) of the latency curve:
+	// validate (active) on fencegate, OPA and the floor, each round, for
+	// CurveDuration each. None skips the curve.
+	Rates         []int
+	CurveDuration time.Duration
+	// JSON is the file the measurements are written to as JSON
+	// (benchdata.SideBySide); empty writes them beside the report.
+	JSON string
 }
 
 // AddFlags registers the options' flags on fs, with their defaults.
@@ -67,6 +77,31 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryBudget, "retry-budget", 45*time.Second, "how much time measuring disturbed runs again may take in all")
 	fs.BoolVar(&o.ReadOptimal, "opa-read-optimized-store", false,
 		"run OPA with --optimize-store-for-read-speed (which costs it 3–7% more CPU per request with these policies)")
+	fs.Func("rates", "comma-separated offered rates (requests/s) of the latency curve, e.g. 250,500,1000,2000: "+
+		"validate (active) on every server at each rate, each round (default none)", func(v string) error {
+		rates, err := parseRates(v)
+		o.Rates = rates
+		return err
+	})
+	fs.DurationVar(&o.CurveDuration, "rates-duration", 2*time.Second, "length of each run of the latency curve (-rates)")
+	fs.StringVar(&o.JSON, "json", "", "file the measurements are written to as JSON (default: beside the report, bench-<date>-<time>.json)")
+}
+
+// parseRates parses a comma-separated list of positive rates.
+func parseRates(v string) ([]int, error) {
+	var rates []int
+	for f := range strings.SplitSeq(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		r, err := strconv.Atoi(f)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("rate %q: want a positive number of requests per second", f)
+		}
+		rates = append(rates, r)
+	}
+	return rates, nil
 }
 
 // Validate reports every option that is out of range.
@@ -86,6 +121,9 @@ func (o Options) Validate() error {
 	}
 	if o.Warmup < 0 || o.Churn < 0 || o.Retries < 0 || o.RetryBudget < 0 || o.MaxForeign < 0 {
 		errs = append(errs, errors.New("-warmup, -churn-duration, -retries, -retry-budget and -max-foreign-cores cannot be negative"))
+	}
+	if len(o.Rates) > 0 && o.CurveDuration <= 0 {
+		errs = append(errs, fmt.Errorf("-rates-duration %s must be positive", o.CurveDuration))
 	}
 	if o.Reviews < 2 {
 		errs = append(errs, fmt.Errorf("-reviews is %d: want at least 2 (a CREATE and an UPDATE)", o.Reviews))

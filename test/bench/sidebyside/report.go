@@ -136,11 +136,19 @@ func report(o Options, res results, out io.Writer, say func(string, ...any)) err
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return fmt.Errorf("report directory: %w", err)
 	}
-	path := filepath.Join(o.Out, "bench-"+res.Env.Started.Format("20060102-150405")+".md")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	stem := filepath.Join(o.Out, "bench-"+res.Env.Started.Format("20060102-150405"))
+	if err := os.WriteFile(stem+".md", []byte(text), 0o644); err != nil {
 		return fmt.Errorf("write the report: %w", err)
 	}
-	say("report written to %s", path)
+	say("report written to %s.md", stem)
+	jsonPath := o.JSON
+	if jsonPath == "" {
+		jsonPath = stem + ".json"
+	}
+	if err := writeJSON(jsonPath, sideBySide(res)); err != nil {
+		return err
+	}
+	say("measurements written to %s", jsonPath)
 	failed, wrong, requests := totals(res)
 	if failed+wrong > 0 {
 		return fmt.Errorf("%d of %d requests failed and %d were answered wrongly: the figures are not valid (see the report)",
@@ -157,6 +165,10 @@ func totals(res results) (failed, wrong, requests int) {
 	}
 	for _, c := range res.Churn {
 		failed, wrong, requests = failed+c.Result.Failed, wrong+c.Result.Wrong, requests+c.Result.Requests
+	}
+	for _, c := range res.Curve {
+		f, w, n, _ := c.problems()
+		failed, wrong, requests = failed+f, wrong+w, requests+n
 	}
 	return failed, wrong, requests
 }
@@ -255,9 +267,59 @@ func render(o Options, res results) string {
 		fmt.Fprintf(&b, "| failed / wrong answers of all requests | %s | %s | |\n\n", fcell, ocell)
 	}
 
+	renderCurve(&b, o, res)
 	renderTargets(&b, o, res)
 	renderRuns(&b, o, res)
 	return b.String()
+}
+
+// renderCurve gives the latency curve's p50 and p99 at each offered rate,
+// when the run measured one.
+func renderCurve(b *strings.Builder, o Options, res results) {
+	if len(res.Curve) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Latency against offered load: %s, %s per rate\n\n", curveScenario, o.CurveDuration)
+	b.WriteString("The same open loop over the same kept-alive connections at each rate, after a warm-up, in every round; " +
+		"the floor answers without deciding. Cells: median (min–max) over rounds; " +
+		"\"kept\" is the answers per second as a share of the offered rate.\n\n")
+	servers := []string{fencegateServer, opaServerName, floorServer}
+	b.WriteString("| offered req/s |")
+	for _, s := range servers {
+		fmt.Fprintf(b, " %s p50 ms | %s p99 ms | %s kept |", s, s, s)
+	}
+	b.WriteString("\n|---:|" + strings.Repeat("---:|---:|---:|", len(servers)) + "\n")
+	for _, rate := range o.Rates {
+		fmt.Fprintf(b, "| %s |", thousands(float64(rate)))
+		for _, s := range servers {
+			var p50, p99, kept []float64
+			for _, c := range res.Curve {
+				if c.Server == s && c.Rate == rate {
+					p50 = append(p50, ms(c.Result.Percentile(0.5)))
+					p99 = append(p99, ms(c.Result.Percentile(0.99)))
+					kept = append(kept, 100*c.Result.Throughput()/float64(rate))
+				}
+			}
+			fmt.Fprintf(b, " %s | %s | %s |", spreadOf(p50).format(formatMS), spreadOf(p99).format(formatMS),
+				spreadOf(kept).format(func(v float64) string { return fmt.Sprintf("%.0f%%", v) }))
+		}
+		b.WriteString("\n")
+	}
+	fcell := func(server string) string {
+		var failed, wrong, requests int
+		for _, c := range res.Curve {
+			if c.Server == server {
+				f, w, n, _ := c.problems()
+				failed, wrong, requests = failed+f, wrong+w, requests+n
+			}
+		}
+		return fmt.Sprintf("%d / %d of %s", failed, wrong, thousands(float64(requests)))
+	}
+	b.WriteString("| failed / wrong answers |")
+	for _, s := range servers {
+		fmt.Fprintf(b, " %s | | |", fcell(s))
+	}
+	b.WriteString("\n\n")
 }
 
 // renderTargets says whether fencegate meets its targets.
