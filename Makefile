@@ -164,19 +164,26 @@ run: ## Two clusters and a fence authority on this machine: watch a failover (FE
 	@# Ctrl-C reaches it directly, without a go command in between.
 	bin/fencegate-demo --fencegate bin/fencegate
 
+# make bench writes reports/bench-<stamp>.txt (what the go test lines
+# print, as they print it), .json (the side-by-side run's measurements) and
+# .html (their cost curves, test/bench/report); the side-by-side run's
+# Markdown report is reports/bench-<its start time>.md.
+bench: BENCH_OUT := reports/bench-$(shell date +%Y%m%d-%H%M%S)
 .PHONY: bench
 bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's server (report in reports/).
 	$(BUILD_TOOLS) kube etcd opa
-	go test -p 1 -run '^$$' -bench . -benchmem ./webhook/ ./engine/ ./authority/
-	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/
-	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkReMark$$' -benchtime 3x ./controller/
-	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkCacheMemory$$' -benchtime 1x ./controller/
-	go test -p 1 -run '^$$' -bench HoldTransition -benchtime 3x ./hold/
-	go test -p 1 -timeout 30m -run '^$$' -bench HoldMixedKinds -benchtime 3x ./test/actuators/
-	go test -p 1 -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 20x ./test/e2e/
-	go test -p 1 -run '^$$' -bench '^BenchmarkServedDomains$$' -benchtime 1x ./test/e2e/
-	go test -p 1 -run '^$$' -bench '^BenchmarkWriteLatency$$' -benchtime 1x ./test/e2e/
-	go run ./test/bench -o reports
+	mkdir -p reports
+	go test -p 1 -run '^$$' -bench . -benchmem ./webhook/ ./engine/ ./authority/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkReMark$$' -benchtime 3x ./controller/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkCacheMemory$$' -benchtime 1x ./controller/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -run '^$$' -bench HoldTransition -benchtime 3x ./hold/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -timeout 30m -run '^$$' -bench HoldMixedKinds -benchtime 3x ./test/actuators/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 20x ./test/e2e/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -run '^$$' -bench '^BenchmarkServedDomains$$' -benchtime 1x ./test/e2e/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -run '^$$' -bench '^BenchmarkWriteLatency$$' -benchtime 1x ./test/e2e/ | tee -a $(BENCH_OUT).txt
+	go run ./test/bench -o reports -rates 250,500,1000,2000 -json $(BENCH_OUT).json
+	go run ./test/bench/report -in $(BENCH_OUT).txt -sidebyside $(BENCH_OUT).json -o $(BENCH_OUT).html
 
 RUNS ?= 200
 
