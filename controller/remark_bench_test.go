@@ -88,7 +88,7 @@ type reMark struct {
 	bare      client.Client
 	bareComps []*fencegatev1alpha1.Component
 	workers   int
-	// rounds, controllerTime and bareTime add up round's re-marks;
+	// rounds, controllerTime and bareTime add up the rounds' re-marks;
 	// writesBefore is statusWrites before the first round.
 	rounds                   int
 	controllerTime, bareTime time.Duration
