@@ -91,6 +91,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	domains map[string]*domainEntry
+	// watched shares decoded snapshots among the watchers of a domain.
+	watched watchedSnapshots
 }
 
 // domainEntry serializes this process's writes to one domain (so replicas

@@ -290,3 +290,84 @@ func TestRecordsWithoutInstances(t *testing.T) {
 		t.Errorf("stored record %s does not name west's instance", got.Kvs[0].Value)
 	}
 }
+
+// TestWatchersShareDecodedRecords has several watchers of one domain, and
+// one of another, follow renewals and a takeover: the watchers of a domain
+// share each revision's decoded record, and each still hears every change
+// of its own domain, and only those.
+func TestWatchersShareDecodedRecords(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := newStore(t, embeddedEtcd(t), nil)
+	for _, domain := range []string{"default", "other"} {
+		if _, err := s.Declare(ctx, domain, decl("east", 1), Actor{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type heard struct {
+		domain string
+		ev     Event
+	}
+	events := make(chan heard, 100)
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	domains := []string{"default", "default", "default", "other"}
+	for _, domain := range domains {
+		go func() {
+			_ = s.Watch(watchCtx, domain, func(ev Event) error {
+				events <- heard{domain, ev}
+				return nil
+			})
+		}()
+	}
+	next := func(what string) heard {
+		t.Helper()
+		select {
+		case h := <-events:
+			return h
+		case <-ctx.Done():
+			t.Fatalf("%s never came", what)
+			return heard{}
+		}
+	}
+	for range domains {
+		next("a snapshot")
+	}
+	for range 3 {
+		if _, err := s.Declare(ctx, "default", decl("east", 1), Actor{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Release(ctx, "default", rel("east", 1), Actor{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Declare(ctx, "default", decl("west", 2), Actor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]statemachine.EventType{{statemachine.HolderReleased}, {statemachine.HolderChanged}}
+	got := map[int]int{}
+	for range 3 * len(want) {
+		h := next("an event of the takeover")
+		if h.domain != "default" {
+			t.Fatalf("a watcher of %s heard %v", h.domain, h.ev.Types)
+		}
+		i := got[int(h.ev.Snapshot.Revision)]
+		got[int(h.ev.Snapshot.Revision)]++
+		if i >= 3 {
+			t.Fatalf("revision %d heard more than once by a watcher", h.ev.Snapshot.Revision)
+		}
+		if equalTypes(h.ev.Types, want[1]) {
+			if holder := h.ev.Snapshot.State.Holder; holder.Name != "west" || holder.Token != r.State.Holder.Token {
+				t.Errorf("takeover heard with holder %s token %d, want west token %d", holder.Name, holder.Token, r.State.Holder.Token)
+			}
+		} else if !equalTypes(h.ev.Types, want[0]) {
+			t.Errorf("heard %v, want %v or %v", h.ev.Types, want[0], want[1])
+		}
+	}
+	select {
+	case h := <-events:
+		t.Errorf("heard %v in %s after the takeover, want nothing more", h.ev.Types, h.domain)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

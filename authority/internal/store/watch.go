@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -119,7 +120,7 @@ func (w *watcher) follow(ctx context.Context) error {
 			}
 			events = events[n:]
 			w.from = rev + 1
-			snap, err := w.store.decode(w.domain, slices.Collect(maps.Values(w.kvs)))
+			snap, err := w.store.watched.decode(w.store, w.domain, w.kvs)
 			if err != nil {
 				return err
 			}
@@ -129,6 +130,56 @@ func (w *watcher) follow(ctx context.Context) error {
 		}
 	}
 	return errWatchBroken
+}
+
+// watchedSnapshots shares decoded snapshots among the watchers of each
+// domain. Every change of a domain's record wakes each of its watchers,
+// a heartbeat too, which changes nothing they report; decoding the record
+// once per revision rather than once per watcher is most of what many
+// watchers cost. The snapshots it shares are only read.
+type watchedSnapshots struct {
+	mu   sync.Mutex
+	last map[string]watchedSnapshot
+}
+
+// watchedSnapshot is the snapshot a domain's keys decoded to at the mod
+// revisions of its state and grant keys (0: absent).
+type watchedSnapshot struct {
+	state, grant int64
+	snap         Snapshot
+}
+
+// decode returns the snapshot of a domain's keys, decoding them only if
+// they are not the keys it decoded last for the domain.
+func (ws *watchedSnapshots) decode(s *Store, domain string, kvs map[string]*mvccpb.KeyValue) (Snapshot, error) {
+	var key watchedSnapshot
+	if kv := kvs[s.stateKey(domain)]; kv != nil {
+		key.state = kv.ModRevision
+	}
+	if kv := kvs[s.grantKey(domain)]; kv != nil {
+		key.grant = kv.ModRevision
+	}
+	ws.mu.Lock()
+	last, ok := ws.last[domain]
+	ws.mu.Unlock()
+	if ok && last.state == key.state && last.grant == key.grant {
+		return last.snap, nil
+	}
+	snap, err := s.decode(domain, slices.Collect(maps.Values(kvs)))
+	if err != nil {
+		return Snapshot{}, err
+	}
+	key.snap = snap
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	// A watcher behind the others must not put back an older snapshot.
+	if cur, ok := ws.last[domain]; !ok || cur.state <= key.state {
+		if ws.last == nil {
+			ws.last = map[string]watchedSnapshot{}
+		}
+		ws.last[domain] = key
+	}
+	return snap, nil
 }
 
 // deliver reports snap to fn if it differs from the fence last reported
