@@ -115,13 +115,36 @@ func admissionLatency(in Inputs) (Figure, string, error) {
 		return Figure{}, "", err
 	}
 	m := sbs.Machine
-	caption := fmt.Sprintf("p99 latency of %s AdmissionReviews of Components over TLS (HTTP/1.1, kept-alive connections), "+
+	var foreign []float64
+	var problems []string
+	for _, r := range sbs.Runs {
+		if r.Kind != benchdata.LoadCurve {
+			continue
+		}
+		foreign = append(foreign, r.ForeignCores)
+		if r.Failed+r.Wrong > 0 {
+			problems = append(problems, fmt.Sprintf("%s at %s req/s (round %d): %d failed and %d wrong of %s",
+				r.Server, thousands(float64(r.OfferedRate)), r.Round, r.Failed, r.Wrong, thousands(float64(r.Requests))))
+		}
+	}
+	disturbed := ""
+	if f := summarize(0, foreign); f.Hi > 0 {
+		disturbed = fmt.Sprintf(" Processes outside the benchmark kept %.2f cores busy during these runs (median; %.2f–%.2f).", f.Y, f.Lo, f.Hi)
+	}
+	if len(problems) > 0 {
+		disturbed += " Not valid, answers failed: " + strings.Join(problems, "; ") + "."
+	}
+	perRound := "One round."
+	if rounds > 1 {
+		perRound = fmt.Sprintf("Each point is the median over %d rounds, the bars the lowest and highest.", rounds)
+	}
+	caption := fmt.Sprintf("p99 latency of AdmissionReviews of Components (%s) over TLS (HTTP/1.1, kept-alive connections), "+
 		"sent at each offered rate by the same open-loop load generator to fencegate, to OPA's server with the same "+
 		"policies and data, and to a Go HTTPS server that answers without deciding (the floor); every answer checked. "+
-		"Each point is the median over %d round(s), the bars the lowest and highest. "+
-		"Measured %s on %s (%d cores), load average %.2f before and %.2f after, shared with the servers; %s, commit %s (%s).",
-		orNone(sbs.CurveScenario), rounds, sbs.Started.UTC().Format("2006-01-02 15:04 MST"), orNone(m.CPU), m.Cores,
-		m.LoadBefore, m.LoadAfter, orNone(m.GoVersion), orNone(m.Commit), in.SideBySideSource)
+		"%s "+
+		"Measured %s on %s (%d cores), load average %.2f before and %.2f after, shared with the servers; %s, commit %s (%s).%s",
+		orNone(sbs.CurveScenario), perRound, sbs.Started.UTC().Format("2006-01-02 15:04 MST"), orNone(m.CPU), m.Cores,
+		m.LoadBefore, m.LoadAfter, orNone(m.GoVersion), orNone(m.Commit), in.SideBySideSource, disturbed)
 	return Figure{Name: "admission-latency", Title: title, Caption: caption, Plot: p}, "", nil
 }
 

@@ -129,7 +129,7 @@ func newPlot(a axes, ss []series) (*plot.Plot, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", s.name, err)
 				}
-				bars.LineStyle.Color = c
+				bars.Color = c
 				p.Add(bars)
 			}
 		}
@@ -144,7 +144,7 @@ func newPlot(a axes, ss []series) (*plot.Plot, error) {
 	p.X.Min, p.X.Max = xmin/1.25, xmax*1.25
 	if a.logY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 		p.Y.Min, p.Y.Max = lo/1.5, hi*4 // room for the legend
 	} else {
 		p.Y.Tick.Marker = plainTicks{}
@@ -194,6 +194,19 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// logTicks are log ticks labelled with their digits grouped: 10,000.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label != "" && t.Value >= 1000 {
+			ticks[i].Label = thousands(t.Value)
+		}
+	}
+	return ticks
+}
+
 // sizeTicks ticks an axis at the sizes measured.
 func sizeTicks(xs []float64) plot.ConstantTicks {
 	var ticks plot.ConstantTicks
@@ -228,7 +241,10 @@ func svg(p *plot.Plot) ([]byte, error) {
 	if _, err := c.WriteTo(&buf); err != nil {
 		return nil, fmt.Errorf("render %q: %w", p.Title.Text, err)
 	}
-	out := buf.Bytes()
+	// The page names fonts that most browsers have when Liberation's
+	// (which measured the text) are not installed.
+	out := bytes.ReplaceAll(buf.Bytes(), []byte("font-family:Liberation Sans;"),
+		[]byte("font-family:Liberation Sans,Arial,Helvetica,sans-serif;"))
 	if i := bytes.Index(out, []byte("<svg")); i > 0 {
 		out = out[i:]
 	}

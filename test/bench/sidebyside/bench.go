@@ -123,12 +123,8 @@ type curveRun struct {
 
 // problems returns the failed and wrong answers of c's runs, warm-up
 // included, and the number of requests.
-func (c curveRun) problems() (failed, wrong, requests int, first string) {
-	first = c.Result.FirstProblem
-	if first == "" {
-		first = c.Warmup.FirstProblem
-	}
-	return c.Result.Failed + c.Warmup.Failed, c.Result.Wrong + c.Warmup.Wrong, c.Result.Requests + c.Warmup.Requests, first
+func (c curveRun) problems() (failed, wrong, requests int) {
+	return c.Result.Failed + c.Warmup.Failed, c.Result.Wrong + c.Warmup.Wrong, c.Result.Requests + c.Warmup.Requests
 }
 
 // curveScenario is the scenario of the latency curve: the fence holder's
@@ -453,7 +449,7 @@ func (b *bench) curve(ctx context.Context, round int, order []*server) ([]curveR
 				return runs, fmt.Errorf("%s at %d req/s: %w", ct.name, rate, err)
 			}
 			c := curveRun{Round: round, Server: ct.name, Rate: rate, Result: r, Warmup: warm}
-			failed, wrong, requests, _ := c.problems()
+			failed, wrong, requests := c.problems()
 			b.say("  %-10s curve %5d req/s   p50 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
 				ct.name, rate, ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), r.ForeignCores(), failed+wrong, requests)
 			runs = append(runs, c)

@@ -167,7 +167,7 @@ func totals(res results) (failed, wrong, requests int) {
 		failed, wrong, requests = failed+c.Result.Failed, wrong+c.Result.Wrong, requests+c.Result.Requests
 	}
 	for _, c := range res.Curve {
-		f, w, n, _ := c.problems()
+		f, w, n := c.problems()
 		failed, wrong, requests = failed+f, wrong+w, requests+n
 	}
 	return failed, wrong, requests
@@ -309,7 +309,7 @@ func renderCurve(b *strings.Builder, o Options, res results) {
 		var failed, wrong, requests int
 		for _, c := range res.Curve {
 			if c.Server == server {
-				f, w, n, _ := c.problems()
+				f, w, n := c.problems()
 				failed, wrong, requests = failed+f, wrong+w, requests+n
 			}
 		}
