@@ -56,6 +56,9 @@ const (
 	// AgentsDeclareP99 is a declaration's p99: the authority's answer to
 	// an agent's heartbeat.
 	AgentsDeclareP99 = "declare-p99-ms"
+	// AgentsDeclareFailures counts the declarations that failed (timed
+	// out) and were retried, as an agent retries them.
+	AgentsDeclareFailures = "declare-failures"
 	// AgentsTxnFloorP99 and AgentsKeepaliveFloorP99 are the floors' p99.
 	AgentsTxnFloorP99       = "txn-floor-p99-ms"
 	AgentsKeepaliveFloorP99 = "keepalive-floor-p99-ms"

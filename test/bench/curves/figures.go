@@ -250,6 +250,15 @@ func authorityP99(in Inputs) (Figure, string, error) {
 	if len(cpu) > 0 {
 		cpuText = " The authority's and etcd's CPU per heartbeat over " + strings.Join(cpu, "; over ") + "."
 	}
+	var failed []string
+	for _, pt := range in.Bench.Sweep(benchdata.Agents, benchdata.AgentsKey, benchdata.AgentsDeclareFailures) {
+		if pt.Hi > 0 {
+			failed = append(failed, fmt.Sprintf("%s at %s", thousands(pt.Hi), thousands(pt.X)))
+		}
+	}
+	if len(failed) > 0 {
+		cpuText += " Declarations that failed (timed out) and were retried: " + strings.Join(failed, ", ") + " agents."
+	}
 	caption := fmt.Sprintf("%s: n agents (10 clusters per domain) declaring once a second against one authority process "+
 		"over an etcd process of its own, then the floors on the same etcd and the same schedule from a bare etcd client; "+
 		"the p99 of every operation it reports (metrics named <operation>%s).%s %s %s",

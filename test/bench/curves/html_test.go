@@ -149,6 +149,7 @@ func TestWriteHTML(t *testing.T) {
 		"a caption per plot":            {want: "<figcaption>", count: 4},
 		"the machine":                   {want: "Intel(R) Xeon(R) Processor", count: 4},
 		"the ratios in the caption":     {want: "1.07× at 1,000, 1.84× at 3,000", count: 1},
+		"the failed declarations":       {want: "failed (timed out) and were retried: 12 at 100 agents.", count: 1},
 		"the note, escaped":             {want: "Sizes &lt;reduced&gt;.", count: 1},
 		"what was left out":             {want: "<li>Something: left out.</li>", count: 1},
 	}

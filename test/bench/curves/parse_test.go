@@ -28,7 +28,7 @@ pkg: github.com/fencegate/fencegate/authority
 cpu: Intel(R) Xeon(R) Processor
 BenchmarkAgents/agents=10-2     1  10031000000 ns/op  1.2 declare-p50-ms  4.0 declare-p99-ms  0.9 txn-floor-p99-ms  0.3 keepalive-floor-p99-ms  3.1 cpu/txn-floor
 BenchmarkAgents/agents=10-2     1  10029000000 ns/op  1.1 declare-p50-ms  6.0 declare-p99-ms  1.1 txn-floor-p99-ms  0.4 keepalive-floor-p99-ms  2.9 cpu/txn-floor
-BenchmarkAgents/agents=100-2    1  10120000000 ns/op  2.0 declare-p50-ms  9.5 declare-p99-ms  2.5 txn-floor-p99-ms  0.6 keepalive-floor-p99-ms  3.3 cpu/txn-floor
+BenchmarkAgents/agents=100-2    1  10120000000 ns/op  12 declare-failures  2.0 declare-p50-ms  9.5 declare-p99-ms  2.5 txn-floor-p99-ms  0.6 keepalive-floor-p99-ms  3.3 cpu/txn-floor
 PASS
 `
 
@@ -157,7 +157,7 @@ func TestUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(bs.Units("BenchmarkAgents"), " ")
-	want := "cpu/txn-floor declare-p50-ms declare-p99-ms keepalive-floor-p99-ms ns/op txn-floor-p99-ms"
+	want := "cpu/txn-floor declare-failures declare-p50-ms declare-p99-ms keepalive-floor-p99-ms ns/op txn-floor-p99-ms"
 	if got != want {
 		t.Errorf("Units = %q, want %q", got, want)
 	}
