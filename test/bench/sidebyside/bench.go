@@ -14,6 +14,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/test/bench/benchdata"
 	"github.com/fencegate/fencegate/test/stack"
@@ -219,6 +223,10 @@ func newBench(ctx context.Context, o Options, root string, s *stack.Stack, say f
 			return b, fmt.Errorf("the %s cluster's expected answers: %w", c.state, err)
 		}
 		cl := s.Cluster(c.cluster)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: reviewNamespace}}
+		if err := cl.ControlPlane.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return b, fmt.Errorf("namespace %s of %s: %w", reviewNamespace, c.cluster, err)
+		}
 		fgTLS, err := clientTLS(cl.WebhookCA)
 		if err != nil {
 			return b, fmt.Errorf("fencegate of %s: %w", c.cluster, err)

@@ -25,6 +25,12 @@ type review struct {
 	Body []byte
 }
 
+// reviewNamespace is the namespace of the reviews' Components. newBench
+// creates it in both clusters: an API server admits nothing in a namespace
+// that does not exist, and fencegate, finding it in no cache, would ask
+// the API server for it on every review.
+const reviewNamespace = "payments"
+
 // The user the reviews come from: a GitOps controller applying Components,
 // as in the clusters fencegate guards.
 const (
@@ -89,7 +95,7 @@ func admissionReview(uid, name string, op admissionv1.Operation, object, old []b
 			RequestKind:     &gvk,
 			RequestResource: &gvr,
 			Name:            name,
-			Namespace:       "payments",
+			Namespace:       reviewNamespace,
 			Operation:       op,
 			UserInfo: authenticationv1.UserInfo{
 				Username: reviewUser,
@@ -134,7 +140,7 @@ func component(name string, index, generation int, version string, stamps map[st
 	}
 	lastApplied := mustJSON(map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Component",
-		"metadata": map[string]any{"name": name, "namespace": "payments", "labels": labels},
+		"metadata": map[string]any{"name": name, "namespace": reviewNamespace, "labels": labels},
 		"spec":     spec,
 	})
 	annotations := map[string]string{
@@ -150,7 +156,7 @@ func component(name string, index, generation int, version string, stamps map[st
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Component"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              name,
-			Namespace:         "payments",
+			Namespace:         reviewNamespace,
 			UID:               types.UID(fmt.Sprintf("4f8c2a52-%04x-4b7e-9a6a-3b3f4f0e7c11", index)),
 			ResourceVersion:   fmt.Sprintf("%d", 184467+index*10+generation),
 			Generation:        int64(generation),
