@@ -555,6 +555,9 @@ func (r *authorityProcess) txnFloor(tb testing.TB, n int, d time.Duration) floor
 				Then(clientv3.OpPut(key, value)).
 				Else(clientv3.OpGet(key)).
 				Commit()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return transientError{err}
+			}
 			if err != nil {
 				return err
 			}
