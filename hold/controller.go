@@ -18,12 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fencegate/fencegate/domain"
@@ -40,10 +37,6 @@ const DefaultQuietFor = 10 * time.Second
 // DefaultMaxConcurrentReconciles is how many objects of each kind are
 // decided and patched at once by default.
 const DefaultMaxConcurrentReconciles = 4
-
-// staleCacheRetry is how soon an object is looked at again when the cache
-// still shows the version the controller's own patch replaced.
-const staleCacheRetry = 50 * time.Millisecond
 
 // resolveInterval is how often kinds the API server does not serve are
 // looked up again (their CRD may be installed later).
@@ -121,20 +114,6 @@ type Holder struct {
 	changes map[string]chan struct{}
 	// quietSince is when each held object was first seen quiet.
 	quietSince sync.Map // objectKey → time.Time
-	// written are the versions of the objects the controller patched:
-	// each is decided from its patch's response at once.
-	written sync.Map // objectKey → writtenVersions
-}
-
-// writtenVersions are the resourceVersions an object had before and after
-// a patch of the controller.
-type writtenVersions struct {
-	// from is the version the patch replaced: a cache that still shows it
-	// is behind the controller's own write.
-	from string
-	// to is the version the patch made, decided already: its watch event
-	// needs no second decision.
-	to string
 }
 
 // objectKey names an object of a kind.
@@ -271,7 +250,7 @@ func (h *Holder) watch(gr schema.GroupResource, gvk schema.GroupVersionKind) err
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)
 	b := ctrl.NewControllerManagedBy(h.mgr).
-		For(obj, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notDecided})).
+		For(obj).
 		Named("hold-" + strings.ToLower(strings.ReplaceAll(name, ".", "-"))).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: h.opts.MaxConcurrentReconciles})
 	for d, src := range h.opts.Fences {
@@ -338,19 +317,6 @@ func (r *kindReconciler) objectsOf(ctx context.Context, d string) ([]types.Names
 	return names, nil
 }
 
-// notDecided filters the watch's updates: the version a patch of the
-// controller made was decided from the patch's response already.
-func (r *kindReconciler) notDecided(e event.UpdateEvent) bool {
-	key := objectKey{r.kind, client.ObjectKeyFromObject(e.ObjectNew)}
-	v, ok := r.h.written.Load(key)
-	if !ok || v.(writtenVersions).to != e.ObjectNew.GetResourceVersion() {
-		return true
-	}
-	// The cache holds that version now: no later look can find it behind.
-	r.h.written.CompareAndDelete(key, v)
-	return false
-}
-
 // Reconcile decides one object, holds or releases it, and marks it.
 func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	h := r.h
@@ -363,12 +329,6 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("get %s %s: %w", r.kind, req.NamespacedName, err)
-	}
-	if v, ok := h.written.Load(key); ok && v.(writtenVersions).from == obj.GetResourceVersion() {
-		// The cache is behind the controller's own patch, which was
-		// decided already: deciding this older version would patch it
-		// again, and fail.
-		return reconcile.Result{RequeueAfter: staleCacheRetry}, nil
 	}
 	d, err := h.opts.Policy.DomainOf(ctx, obj.GetNamespace(), obj.GetLabels()[domain.Label])
 	if err != nil {
@@ -405,8 +365,7 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("%s %s: %w", r.kind, req.NamespacedName, err))
 	}
 	if step.Action != Nothing {
-		sent, err := r.send(ctx, obj, step)
-		if err != nil {
+		if err := r.send(ctx, obj, step); err != nil {
 			h.metrics.failures.WithLabelValues(h.metricDomain(d), r.kind).Inc()
 			return reconcile.Result{}, err
 		}
@@ -422,16 +381,6 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			log = log.WithValues("reverted", step.Reverted, "parents", decision.Parents)
 		}
 		log.Info(actionMessage(step.Action))
-		// Decide the object the patch made now, rather than when the watch
-		// brings it: the object counts as quiet one round trip sooner.
-		if again, next, ok, err := r.decideSent(ctx, key, obj, sent, d); err != nil {
-			return reconcile.Result{}, err
-		} else if ok {
-			decision, step, obj = again, next, sent
-		}
-		if src != nil {
-			after = fenceKey(src)
-		}
 	}
 	if decision.Kind == "" && step.Action == Nothing {
 		// Of no held kind, and nothing of fencegate's on it.
@@ -514,8 +463,8 @@ func (r *kindReconciler) quiet(key objectKey, decision engine.HoldDecision, step
 		return m, 0
 	}
 	if step.Action != Nothing || !decision.Quiet {
-		// A patch sent whose result was not decided from its response
-		// is decided again when the cache has the object it made.
+		// A patch just sent is not seen yet: the object it makes is
+		// decided again when the cache has it.
 		r.h.quietSince.Delete(key)
 		m.activity = decision.Activity
 		if m.activity == "" {
@@ -534,12 +483,11 @@ func (r *kindReconciler) quiet(key objectKey, decision engine.HoldDecision, step
 	return m, 0
 }
 
-// send sends a step's patch as FieldManager, and returns the object the
-// API server made of it (nil when the object is gone).
-func (r *kindReconciler) send(ctx context.Context, obj *unstructured.Unstructured, step Step) (*unstructured.Unstructured, error) {
+// send sends a step's patch as FieldManager.
+func (r *kindReconciler) send(ctx context.Context, obj *unstructured.Unstructured, step Step) error {
 	patch, err := json.Marshal(step.Patch)
 	if err != nil {
-		return nil, fmt.Errorf("encode the %s patch: %w", step.Action, err)
+		return fmt.Errorf("encode the %s patch: %w", step.Action, err)
 	}
 	target := &unstructured.Unstructured{}
 	target.SetGroupVersionKind(r.gvk)
@@ -547,31 +495,11 @@ func (r *kindReconciler) send(ctx context.Context, obj *unstructured.Unstructure
 	target.SetName(obj.GetName())
 	if err := r.h.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil
 		}
-		return nil, fmt.Errorf("%s %s %s: %w", step.Action, r.kind, client.ObjectKeyFromObject(obj), err)
+		return fmt.Errorf("%s %s %s: %w", step.Action, r.kind, client.ObjectKeyFromObject(obj), err)
 	}
-	return target, nil
-}
-
-// decideSent decides sent, the object a patch of the controller made from
-// obj in domain d, and remembers both versions (see writtenVersions). It
-// decides nothing (ok false) for an object gone, or moved by the patch to
-// another domain, or left at its version: its watch event decides it.
-func (r *kindReconciler) decideSent(ctx context.Context, key objectKey, obj, sent *unstructured.Unstructured, d string) (_ engine.HoldDecision, _ Step, ok bool, _ error) {
-	if sent == nil || sent.GetLabels()[domain.Label] != obj.GetLabels()[domain.Label] || sent.GetResourceVersion() == obj.GetResourceVersion() {
-		return engine.HoldDecision{}, Step{}, false, nil
-	}
-	decision, err := r.h.opts.Policy.Hold(ctx, d, sent.Object)
-	if err != nil {
-		return engine.HoldDecision{}, Step{}, false, fmt.Errorf("evaluate the hold policy for %s %s: %w", r.kind, key.name, err)
-	}
-	step, err := Plan(sent.Object, decision)
-	if err != nil {
-		return engine.HoldDecision{}, Step{}, false, fmt.Errorf("%s %s: %w", r.kind, key.name, err)
-	}
-	r.h.written.Store(key, writtenVersions{from: obj.GetResourceVersion(), to: sent.GetResourceVersion()})
-	return decision, step, true, nil
+	return nil
 }
 
 // mark records the object's mark in its domain's tracker, if served.
@@ -586,7 +514,6 @@ func (r *kindReconciler) forget(key objectKey, keep string) {
 	h := r.h
 	if keep == "" {
 		h.quietSince.Delete(key)
-		h.written.Delete(key)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
