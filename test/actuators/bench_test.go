@@ -2,6 +2,7 @@ package actuators
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,11 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/hold"
 	"github.com/fencegate/fencegate/test/cluster"
 )
 
@@ -24,7 +28,9 @@ import (
 // every one of 1,000 objects of mixed kinds is held (s-held: every hold
 // patch accepted and decided), until every held object the rules can call
 // quiet is quiet (s-quiesced: includes the harness's --hold-quiet-for of
-// 1 s), and until every one is released (s-released). The objects are
+// 1 s), and until every one is released (s-released), each against its
+// floor (s-floor: a bare client sending the same patches, measured first
+// on the same API server; held/floor). The objects are
 // spread evenly over the kinds of TestShippedHoldsOnRealCRDs and the
 // CronJob, each a copy of that test's object; no actuator runs. The
 // controller's client has no client-side limit, as the chart runs it.
@@ -48,7 +54,6 @@ func BenchmarkHoldMixedKinds(b *testing.B) {
 	unlimited := *cp
 	unlimited.Config = rest.CopyConfig(cp.Config)
 	unlimited.Config.QPS = -1
-	holder := startHolder(b, &unlimited, f, resources...)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for _, k := range kinds {
@@ -63,6 +68,8 @@ func BenchmarkHoldMixedKinds(b *testing.B) {
 	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
+	floor := patchFloor(b, ctx, &unlimited, f, kinds, 3)
+	holder := startHolder(b, &unlimited, f, resources...)
 	// until waits until every kind's objects are all decided for the state
 	// s, held or not as s wants, and quiet too when quiet is set.
 	until := func(s fencestate.State, quiet bool) time.Duration {
@@ -110,9 +117,67 @@ func BenchmarkHoldMixedKinds(b *testing.B) {
 		slices.Sort(d)
 	}
 	b.ReportMetric(float64(each*len(kinds)), "objects")
+	b.ReportMetric(floor[len(floor)-1].Seconds(), "s-floor-max")
+	b.ReportMetric(held[len(held)-1].Seconds()/floor[len(floor)-1].Seconds(), "held/floor")
 	b.ReportMetric(held[len(held)-1].Seconds(), "s-held-max")
 	b.ReportMetric(quiesced[len(quiesced)-1].Seconds(), "s-quiesced-max")
 	b.ReportMetric(released[len(released)-1].Seconds(), "s-released-max")
+}
+
+// patchFloor holds and releases every object of kinds rounds times as a
+// bare client would: each with the very patch the hold controller would
+// send (planned, before the pass is timed, from the policies' decision for
+// the fence state the pass goes to), as fencegate's field manager, as many
+// at once as the controller's workers for all the kinds. It returns each
+// pass's time, sorted, and leaves the fence active.
+func patchFloor(b *testing.B, ctx context.Context, cp *cluster.ControlPlane, f *enginetest.Switch, kinds []realKind, rounds int) []time.Duration {
+	b.Helper()
+	var objs []*unstructured.Unstructured
+	for _, k := range kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(k.object["apiVersion"].(string))
+		list.SetKind(k.object["kind"].(string) + "List")
+		if err := cp.Client.List(ctx, list); err != nil {
+			b.Fatal(err)
+		}
+		for i := range list.Items {
+			objs = append(objs, &list.Items[i])
+		}
+	}
+	var passes []time.Duration
+	for range rounds {
+		for _, s := range []fencestate.State{fenced, active} {
+			f.Set(b, s)
+			patches := make([][]byte, len(objs))
+			for i, o := range objs {
+				d, err := f.Engine.Hold(ctx, "default", o.Object)
+				if err != nil {
+					b.Fatal(err)
+				}
+				step, err := hold.Plan(o.Object, d)
+				if err != nil || step.Action == hold.Nothing {
+					b.Fatalf("%s %s: no step for %s (%v)", o.GetKind(), o.GetName(), s.Status, err)
+				}
+				if patches[i], err = json.Marshal(step.Patch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			start := time.Now()
+			g, gctx := errgroup.WithContext(ctx)
+			g.SetLimit(len(kinds) * hold.DefaultMaxConcurrentReconciles)
+			for i, o := range objs {
+				g.Go(func() error {
+					return cp.Client.Patch(gctx, o, client.RawPatch(types.JSONPatchType, patches[i]), client.FieldOwner(hold.FieldManager))
+				})
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			passes = append(passes, time.Since(start))
+		}
+	}
+	slices.Sort(passes)
+	return passes
 }
 
 // cronJobKind is the CronJob, a built-in kind, as a realKind (no CRD).
