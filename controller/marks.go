@@ -68,10 +68,9 @@ func (m *Marks) generation() uint64 { return m.t.Generation() }
 func (m *Marks) marked(name types.NamespacedName, gen uint64, before, after fencestate.Key, held bool) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.isHeld(name) {
+	if m.t.Mark(name, gen, before, after, held) {
 		m.held--
 	}
-	m.t.Mark(name, gen, before, after, held)
 	if held {
 		m.held++
 	}
@@ -87,17 +86,8 @@ func (m *Marks) tracks(name types.NamespacedName) bool { return m.t.Tracks(name)
 func (m *Marks) gone(name types.NamespacedName) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.isHeld(name) {
+	if m.t.Gone(name) {
 		m.held--
 	}
-	m.t.Gone(name)
 	return m.held
-}
-
-// isHeld reports whether the last mark of a Component says held; m.mu is
-// held.
-func (m *Marks) isHeld(name types.NamespacedName) bool {
-	var held bool
-	m.t.Read(func(_ bool, _ fencestate.Key, _ int, marks map[types.NamespacedName]bool) { held = marks[name] })
-	return held
 }

@@ -52,7 +52,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // counter is the process's, shared by every test: callers compare values.
 func reconciles(t testing.TB) float64 {
 	t.Helper()
-	return processCounter(t, "controller_runtime_reconcile_total", "controller", "component")
+	return processMetric(t, "controller_runtime_reconcile_total", "controller", "component")
 }
 
 // writeRequests is the number of PATCH, PUT and POST requests this process
@@ -61,14 +61,14 @@ func writeRequests(t *testing.T) float64 {
 	t.Helper()
 	var total float64
 	for _, method := range []string{"PATCH", "PUT", "POST"} {
-		total += processCounter(t, "rest_client_requests_total", "method", method)
+		total += processMetric(t, "rest_client_requests_total", "method", method)
 	}
 	return total
 }
 
-// processCounter sums the series of the counter name in controller-runtime's
-// registry (the process's) whose label has value.
-func processCounter(t testing.TB, name, label, value string) float64 {
+// processMetric sums the series of the counter or gauge name in
+// controller-runtime's registry (the process's) whose label has value.
+func processMetric(t testing.TB, name, label, value string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -82,7 +82,7 @@ func processCounter(t testing.TB, name, label, value string) float64 {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					total += m.GetCounter().GetValue()
+					total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 				}
 			}
 		}

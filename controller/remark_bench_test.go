@@ -18,7 +18,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/controller"
@@ -139,7 +138,10 @@ func startReMark(tb testing.TB, n int) *reMark {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{"default": {}}
 	})
 	r.waitMarked(tb, fenced)
-	r.workers = int(processGauge(tb, "controller_runtime_max_concurrent_reconciles", "controller", "component"))
+	r.workers = int(processMetric(tb, "controller_runtime_max_concurrent_reconciles", "controller", "component"))
+	if r.workers == 0 {
+		tb.Fatal(`no controller_runtime_max_concurrent_reconciles{controller="component"}`)
+	}
 	if r.workers < 1 {
 		tb.Fatalf("the controller has %d workers", r.workers)
 	}
@@ -359,28 +361,4 @@ func statusWrites(tb testing.TB, ctx context.Context, cfg *rest.Config) float64 
 		}
 	}
 	return total
-}
-
-// processGauge is the value of the gauge name in controller-runtime's
-// registry whose label has value.
-func processGauge(tb testing.TB, name, label, value string) float64 {
-	tb.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	tb.Fatalf("no %s{%s=%q}", name, label, value)
-	return 0
 }

@@ -84,8 +84,10 @@ func (t *Tracker[V]) Generation() uint64 {
 // value for an object. The fence state was before when the reconcile began
 // to decide and after once it had decided: it counts as a mark for the
 // generation's state only when both are that state, since the decision then
-// read that state and no other.
-func (t *Tracker[V]) Mark(name types.NamespacedName, gen uint64, before, after fencestate.Key, value V) {
+// read that state and no other. It returns the object's previous mark
+// (the zero value when it had none), so that a caller can keep sums of the
+// marks as they change rather than count them all.
+func (t *Tracker[V]) Mark(name types.NamespacedName, gen uint64, before, after fencestate.Key, value V) (previous V) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old, had := t.values[name]
@@ -98,6 +100,7 @@ func (t *Tracker[V]) Mark(name types.NamespacedName, gen uint64, before, after f
 	if changed {
 		t.signal()
 	}
+	return old
 }
 
 // Tracks reports whether the object has a mark or is still to be marked.
@@ -110,17 +113,19 @@ func (t *Tracker[V]) Tracks(name types.NamespacedName) bool {
 }
 
 // Gone records that an object needs no more marks (deleted, or moved to
-// another domain).
-func (t *Tracker[V]) Gone(name types.NamespacedName) {
+// another domain), and returns its last mark (the zero value when it had
+// none).
+func (t *Tracker[V]) Gone(name types.NamespacedName) (last V) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, marked := t.values[name]
+	last, marked := t.values[name]
 	_, pending := t.pending[name]
 	delete(t.values, name)
 	delete(t.pending, name)
 	if marked || pending {
 		t.signal()
 	}
+	return last
 }
 
 // Source is a controller source that, when it starts and on each signal of
