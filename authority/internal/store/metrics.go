@@ -16,6 +16,7 @@ type metrics struct {
 	grants      *prometheus.CounterVec
 	token       *prometheus.GaugeVec
 	leaseExpiry *prometheus.GaugeVec
+	etcdWatches prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,8 +44,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_authority_holder_lease_expiry_timestamp_seconds",
 			Help: "When the lease of each domain's holder ends unless renewed (Unix time), as last committed by this authority; 0 once every instance of the holder released. Past it the domain has no holder.",
 		}, []string{"domain"}),
+		etcdWatches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencegate_authority_etcd_watches",
+			Help: "The etcd watches this authority keeps open: one per domain that fence watchers (fencegate_authority_watchers) follow, however many they are.",
+		}),
 	}
-	if err := promreg.Register(reg, "store", m.txnDuration, m.retries, m.grants, m.token, m.leaseExpiry); err != nil {
+	if err := promreg.Register(reg, "store", m.txnDuration, m.retries, m.grants, m.token, m.leaseExpiry, m.etcdWatches); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -91,8 +91,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	domains map[string]*domainEntry
-	// watched shares decoded snapshots among the watchers of a domain.
-	watched watchedSnapshots
+	// watches are the etcd watches of the domains watched, each shared
+	// by every watcher of its domain.
+	watches map[string]*domainWatch
 }
 
 // domainEntry serializes this process's writes to one domain (so replicas

@@ -291,14 +291,15 @@ func TestRecordsWithoutInstances(t *testing.T) {
 	}
 }
 
-// TestWatchersShareDecodedRecords has several watchers of one domain, and
+// TestWatchersShareOneEtcdWatch has several watchers of one domain, and
 // one of another, follow renewals and a takeover: the watchers of a domain
-// share each revision's decoded record, and each still hears every change
-// of its own domain, and only those.
-func TestWatchersShareDecodedRecords(t *testing.T) {
+// share one etcd watch, and each still hears every change of its own
+// domain, once, and only those. The watches end with their last watcher.
+func TestWatchersShareOneEtcdWatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := newStore(t, embeddedEtcd(t), nil)
+	reg := prometheus.NewRegistry()
+	s := newStore(t, embeddedEtcd(t), reg)
 	for _, domain := range []string{"default", "other"} {
 		if _, err := s.Declare(ctx, domain, decl("east", 1), Actor{}); err != nil {
 			t.Fatal(err)
@@ -333,6 +334,7 @@ func TestWatchersShareDecodedRecords(t *testing.T) {
 	for range domains {
 		next("a snapshot")
 	}
+	waitForGauge(ctx, t, s.metrics.etcdWatches, 2)
 	for range 3 {
 		if _, err := s.Declare(ctx, "default", decl("east", 1), Actor{}); err != nil {
 			t.Fatal(err)
@@ -369,5 +371,92 @@ func TestWatchersShareDecodedRecords(t *testing.T) {
 	case h := <-events:
 		t.Errorf("heard %v in %s after the takeover, want nothing more", h.ev.Types, h.domain)
 	case <-time.After(200 * time.Millisecond):
+	}
+	stop()
+	waitForGauge(ctx, t, s.metrics.etcdWatches, 0)
+}
+
+// waitForGauge waits until g is want.
+func waitForGauge(ctx context.Context, t *testing.T, g prometheus.Gauge, want float64) {
+	t.Helper()
+	for testutil.ToFloat64(g) != want {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gauge is %v, want %v", testutil.ToFloat64(g), want)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestSlowWatcherCatchesUp has one watcher take its changes at once and
+// another stop taking them while a standby raises its epoch step by step,
+// each step a change of the pending takeover: the fast one hears every
+// step in order; the slow one does not hold the fast one up, and once it
+// takes changes again it hears what it missed as one event, with the last
+// step's fence.
+func TestSlowWatcherCatchesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := newStore(t, embeddedEtcd(t), nil)
+	if _, err := s.Declare(ctx, "default", decl("east", 1), Actor{}); err != nil {
+		t.Fatal(err)
+	}
+	const steps = subscriptionBuffer + 16
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	fast, slow := make(chan Event, 2*steps), make(chan Event, 2*steps)
+	resume := make(chan struct{})
+	go func() {
+		_ = s.Watch(watchCtx, "default", func(ev Event) error { fast <- ev; return nil })
+	}()
+	go func() {
+		_ = s.Watch(watchCtx, "default", func(ev Event) error {
+			slow <- ev
+			if len(ev.Types) > 0 {
+				<-resume // only the first change waits
+			}
+			return nil
+		})
+	}()
+	<-fast
+	<-slow
+	waitForGauge(ctx, t, s.metrics.etcdWatches, 1)
+	for epoch := uint64(2); epoch < 2+steps; epoch++ {
+		if _, err := s.Declare(ctx, "default", decl("west", epoch), Actor{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const last = 2 + steps - 1
+	receive := func(ch chan Event, who string) Event {
+		t.Helper()
+		select {
+		case ev := <-ch:
+			return ev
+		case <-ctx.Done():
+			t.Fatalf("the %s watcher heard no more", who)
+			return Event{}
+		}
+	}
+	for epoch := uint64(2); epoch <= last; epoch++ {
+		ev := receive(fast, "fast")
+		if p := ev.Snapshot.State.Pending; p == nil || p.Epoch != epoch || !equalTypes(ev.Types, []statemachine.EventType{statemachine.PendingChanged}) {
+			t.Fatalf("the fast watcher heard %v with pending %+v, want the pending takeover at epoch %d", ev.Types, p, epoch)
+		}
+	}
+	close(resume)
+	heard, rev := 0, int64(0)
+	for {
+		ev := receive(slow, "slow")
+		heard++
+		if ev.Snapshot.Revision <= rev {
+			t.Fatalf("the slow watcher heard revision %d after %d", ev.Snapshot.Revision, rev)
+		}
+		rev = ev.Snapshot.Revision
+		if ev.Snapshot.State.Pending.Epoch == last {
+			break
+		}
+	}
+	if heard >= steps {
+		t.Errorf("the slow watcher heard all %d steps: it was never cut off", heard)
 	}
 }
