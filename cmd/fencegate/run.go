@@ -95,6 +95,7 @@ type runOptions struct {
 
 	metricsAddress string
 	healthAddress  string
+	pprofAddress   string
 
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -165,6 +166,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus /metrics endpoint (0 turns it off)")
 	fs.StringVar(&o.healthAddress, "health-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.StringVar(&o.pprofAddress, "pprof-address", "", "address of Go's /debug/pprof/ profiles, for finding where CPU and memory go (default: off; serve it on loopback only)")
 
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the controller; every replica serves the webhook")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: --namespace)")
@@ -553,6 +555,7 @@ func (o *runOptions) newManager(cfg *rest.Config, scheme *runtime.Scheme, served
 		Logger:                        logger,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
 		HealthProbeBindAddress:        o.healthAddress,
+		PprofBindAddress:              o.pprofAddress,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       leaderElectionNamespace,

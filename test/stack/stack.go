@@ -124,6 +124,9 @@ type Options struct {
 	// (data.fencegate.config's fenced_kinds, and the webhooks' rules), each
 	// with its resource.
 	FencedKinds []FencedKind
+	// Profiling serves each `fencegate run`'s Go profiles on a loopback
+	// address of its own (--pprof-address, Replica.Pprof).
+	Profiling bool
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
 }
@@ -196,8 +199,9 @@ type Cluster struct {
 type Replica struct {
 	// Run is the process.
 	Run *proc.Process
-	// Health, Metrics and Webhook are the addresses it serves.
-	Health, Metrics, Webhook string
+	// Health, Metrics and Webhook are the addresses it serves; Pprof is
+	// where its Go profiles are, with Options.Profiling.
+	Health, Metrics, Webhook, Pprof string
 }
 
 // BinaryEnv names the environment variable that points at a fencegate
@@ -498,6 +502,12 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 	}
 	if s.opts.HoldQuietFor > 0 {
 		args = append(args, "--hold-quiet-for", s.opts.HoldQuietFor.String())
+	}
+	if s.opts.Profiling {
+		if r.Pprof, err = proc.FreeAddress(); err != nil {
+			return err
+		}
+		args = append(args, "--pprof-address", r.Pprof)
 	}
 	name := fmt.Sprintf("%s-epoch%d", c.Label, c.Epoch)
 	if c.started > 0 {

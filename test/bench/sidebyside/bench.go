@@ -254,7 +254,7 @@ func newBench(ctx context.Context, o Options, root string, s *stack.Stack, say f
 		} {
 			sc := scenario{ep, c.state}
 			b.expected[sc] = want[ep]
-			fg.targets[sc] = target{URL: "https://" + cl.WebhookAddr + paths[0], TLS: fgTLS, Pid: fgPid}
+			fg.targets[sc] = target{URL: "https://" + cl.WebhookAddr + paths[0], TLS: fgTLS, Pid: fgPid, Pprof: cl.Replicas[0].Pprof}
 			opa.targets[sc] = target{URL: "https://" + srv.Addr + paths[1], TLS: opaTLS, Pid: srv.Pid()}
 		}
 	}
@@ -377,7 +377,11 @@ func (b *bench) measureTarget(round int, name string, sc scenario, t target, new
 			return m, err
 		}
 		m.Warmups = append(m.Warmups, warm)
+		profile := b.startProfile(round, name, sc, attempt, t)
 		if m.Saturation, err = attack(client, t, b.reviews, chk, sat); err != nil {
+			return m, err
+		}
+		if err := profile(); err != nil {
 			return m, err
 		}
 		client.CloseIdleConnections()

@@ -22,6 +22,8 @@ type target struct {
 	TLS *tls.Config
 	// Pid is the server process, whose CPU time is measured.
 	Pid int
+	// Pprof is where the server serves Go's profiles, if it does.
+	Pprof string
 }
 
 // loadSpec describes one run of the load generator.

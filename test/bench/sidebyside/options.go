@@ -55,6 +55,10 @@ type Options struct {
 	// JSON is the file the measurements are written to as JSON
 	// (benchdata.SideBySide); empty writes them beside the report.
 	JSON string
+	// CPUProfile, when set, is the file that gets a Go CPU profile of the
+	// active cluster's `fencegate run` during the first round's validate
+	// (active) saturation run.
+	CPUProfile string
 }
 
 // AddFlags registers the options' flags on fs, with their defaults.
@@ -85,6 +89,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&o.CurveDuration, "rates-duration", 2*time.Second, "length of each run of the latency curve (-rates)")
 	fs.StringVar(&o.JSON, "json", "", "file the measurements are written to as JSON (default: beside the report, bench-<date>-<time>.json)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "file to write a CPU profile of fencegate to, taken during the first validate (active) saturation run (go tool pprof FILE)")
 }
 
 // parseRates parses a comma-separated list of positive rates.
@@ -162,10 +167,11 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (err error) {
 		return fmt.Errorf("stack directory: %w", err)
 	}
 	s, err := stack.Start(ctx, stack.Options{
-		Binary:   bin,
-		Dir:      stackDir,
-		Clusters: []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
-		Say:      func(format string, args ...any) { say("  "+format, args...) },
+		Binary:    bin,
+		Dir:       stackDir,
+		Clusters:  []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
+		Profiling: o.CPUProfile != "",
+		Say:       func(format string, args ...any) { say("  "+format, args...) },
 	})
 	defer func() {
 		if stopErr := s.Stop(); stopErr != nil {
