@@ -89,21 +89,20 @@ var parsers fastjson.ParserPool
 // the whole AdmissionReview as input.
 func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error) {
 	now := e.clock.Now()
-	p := parsers.Get()
-	defer parsers.Put(p)
-	review, err := parseReview(p, body)
+	v := e.current.Load()
+	review, err := parseReview(body, v.reads)
 	if err != nil {
 		return AdmissionResult{}, err
 	}
+	defer review.release()
 	var res AdmissionResult
-	if res.Request, err = decodeRequest(review.Get("request")); err != nil {
+	if res.Request, err = decodeRequest(review.request()); err != nil {
 		return res, err
 	}
 	var from string
-	if res.Domain, from, err = e.domainsOf(ctx, review.Get("request"), res.Request); err != nil {
+	if res.Domain, from, err = e.domainsOf(ctx, review.request(), res.Request); err != nil {
 		return res, err
 	}
-	v := e.current.Load()
 	res.Revision = v.policy.revision
 	var evaluated bool
 	if res.Decision, res.Fence, evaluated, err = v.decide(ctx, res.Domain, review, now); err != nil {
@@ -124,7 +123,7 @@ func (e *Engine) Admit(ctx context.Context, body []byte) (AdmissionResult, error
 
 // decide answers a parsed AdmissionReview with the snapshot of domain d
 // that applies at now, and returns the state it saw.
-func (v *view) decide(ctx context.Context, d string, review *fastjson.Value, now time.Time) (AdmissionDecision, fencestate.State, bool, error) {
+func (v *view) decide(ctx context.Context, d string, review *parsedReview, now time.Time) (AdmissionDecision, fencestate.State, bool, error) {
 	snap, err := v.snapshot(d).at(ctx, now)
 	if err != nil {
 		return AdmissionDecision{}, fencestate.State{}, false, err
@@ -223,21 +222,29 @@ func moving(into, out AdmissionDecision, fromDomain string) AdmissionDecision {
 // which. When the residual policy fails, the request is evaluated again
 // with the policy as written, so that the decision, or the error naming
 // the author's file and rule, is the one the policy as written gives.
-func (s *snapshot) decide(ctx context.Context, review *fastjson.Value, now time.Time) (d AdmissionDecision, evaluated bool, err error) {
+func (s *snapshot) decide(ctx context.Context, review *parsedReview, now time.Time) (d AdmissionDecision, evaluated bool, err error) {
+	parsed, err := review.reading(s.inputPaths)
+	if err != nil {
+		return d, false, err
+	}
 	var key *[]byte
 	if s.cache != nil {
 		key = keyBuffers.Get().(*[]byte)
 		defer keyBuffers.Put(key)
-		*key = appendKey((*key)[:0], review, s.inputPaths)
+		*key = appendKey((*key)[:0], parsed, s.inputPaths)
 		if d, ok := s.cache.get(*key); ok {
 			return d, false, nil
 		}
 	}
-	d, err = s.evalAdmission(ctx, s.admission, project(review, s.inputPaths), now)
+	d, err = s.evalAdmission(ctx, s.admission, project(parsed, s.inputPaths), now)
 	if err != nil && s.residual != nil {
 		// Not remembered: the policy as written reads more of the request
 		// than the residual's key holds.
-		d, err = s.evalAdmission(ctx, s.policy.admission, project(review, s.policy.inputPaths), now)
+		whole, parseErr := review.reading(s.policy.inputPaths)
+		if parseErr != nil {
+			return d, true, parseErr
+		}
+		d, err = s.evalAdmission(ctx, s.policy.admission, project(whole, s.policy.inputPaths), now)
 		return d, true, err
 	}
 	if err == nil && s.cache != nil {
@@ -246,31 +253,39 @@ func (s *snapshot) decide(ctx context.Context, review *fastjson.Value, now time.
 	return d, true, err
 }
 
-// parseReview parses and checks the envelope of an AdmissionReview.
-func parseReview(p *fastjson.Parser, body []byte) (*fastjson.Value, error) {
-	if len(body) == 0 {
-		return nil, badRequest("the request body is empty: want an AdmissionReview (%s)", admissionAPIVersion)
-	}
-	// Parse is lenient (it takes NaN, bad escapes); Validate is not.
-	if err := fastjson.ValidateBytes(body); err != nil {
-		return nil, badRequest("the request body is not valid JSON: %v", err)
-	}
-	review, err := p.ParseBytes(body)
-	if err != nil {
-		return nil, badRequest("the request body is not valid JSON: %v", err)
-	}
+// checkEnvelope checks that review is an AdmissionReview the engine
+// decodes.
+func checkEnvelope(review *fastjson.Value) error {
 	if review.Type() != fastjson.TypeObject {
-		return nil, badRequest("the request body is a JSON %s: want an AdmissionReview object", review.Type())
+		return badRequest("the request body is a JSON %s: want an AdmissionReview object", review.Type())
 	}
 	apiVersion, kind := review.Get("apiVersion"), review.Get("kind")
 	if apiVersion == nil || apiVersion.Type() != fastjson.TypeString || string(apiVersion.GetStringBytes()) != admissionAPIVersion {
-		return nil, badRequest("apiVersion %s is not supported: send %s AdmissionReviews (admissionReviewVersions: [v1])", jsonOf(apiVersion), admissionAPIVersion)
+		return badRequest("apiVersion %s is not supported: send %s AdmissionReviews (admissionReviewVersions: [v1])", jsonOf(apiVersion), admissionAPIVersion)
 	}
 	if kind == nil || kind.Type() != fastjson.TypeString || string(kind.GetStringBytes()) != admissionKind {
-		return nil, badRequest("kind %s is not supported: want %s", jsonOf(kind), admissionKind)
+		return badRequest("kind %s is not supported: want %s", jsonOf(kind), admissionKind)
 	}
-	return review, nil
+	return nil
 }
+
+// envelopePaths are the parts of an AdmissionReview that the engine reads
+// itself, whatever the policies read: the envelope, the request's fields
+// that AdmissionRequest holds, and the domain labels of its objects.
+var envelopePaths = func() *pathTree {
+	t := &pathTree{}
+	for _, path := range [][]string{
+		{"apiVersion"}, {"kind"},
+		{"request", "uid"}, {"request", "operation"}, {"request", "namespace"}, {"request", "name"},
+		{"request", "subResource"}, {"request", "userInfo", "username"}, {"request", "userInfo", "groups"},
+		{"request", "dryRun"},
+		{"request", "object", "metadata", "labels", domain.Label},
+		{"request", "oldObject", "metadata", "labels", domain.Label},
+	} {
+		t.add(path)
+	}
+	return t.seal()
+}()
 
 // decodeRequest reads the fields of AdmissionRequest from request.
 func decodeRequest(request *fastjson.Value) (AdmissionRequest, error) {

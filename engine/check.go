@@ -184,13 +184,12 @@ func (e *Engine) try(ctx context.Context, p *policy, serving *snapshot) error {
 // probe decides one review with s; a body that is no AdmissionReview the
 // engine can decode is no failure of the policies.
 func (s *snapshot) probe(ctx context.Context, body []byte, now time.Time) error {
-	p := parsers.Get()
-	defer parsers.Put(p)
-	review, err := parseReview(p, body)
+	review, err := parseReview(body, nil)
 	if err != nil {
 		return nil
 	}
-	if _, err := decodeRequest(review.Get("request")); err != nil {
+	defer review.release()
+	if _, err := decodeRequest(review.request()); err != nil {
 		return nil
 	}
 	_, _, err = s.decide(ctx, review, now)

@@ -37,6 +37,13 @@
 // its type, so type checks and object.get see what they would see in the
 // whole review.
 //
+// The reduction (reduce.go). Parsing is cut down the same way: one pass
+// checks the body as strictly as JSON (no NaN, no bad escape, no control
+// character) and copies out only what the engine and the view's queries
+// read, which is all that is parsed. The whole body is parsed only when a
+// query reads more: the policy as written after a residual failed, or a
+// snapshot built after the view (an expired lease's).
+//
 // The decision cache (cache.go). A snapshot whose residual calls no
 // non-deterministic builtin remembers its decisions by the projected input's
 // key, computed without building the projection: requests that differ only

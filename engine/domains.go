@@ -19,6 +19,9 @@ import (
 type view struct {
 	policy  *policy
 	domains map[string]*snapshot
+	// reads is what of an AdmissionReview the view's snapshots and the
+	// engine read: all that parseReview parses.
+	reads *pathTree
 	// unserved has the state of a domain that is not served: unknown,
 	// reason DOMAIN_NOT_SERVED, so that the policies refuse and hold its
 	// objects, as they do for any unknown state.
@@ -46,6 +49,7 @@ func newView(ctx context.Context, p *policy, served []string, states map[string]
 		return nil, fmt.Errorf("the state of a domain not served: %w", err)
 	}
 	v.unserved = snap
+	v.reads = v.readPaths()
 	return v, nil
 }
 
@@ -62,9 +66,22 @@ func notServed(served []string) fencestate.State {
 
 // with is v with domain's snapshot replaced by snap.
 func (v *view) with(domain string, snap *snapshot) *view {
-	next := &view{policy: v.policy, domains: maps.Clone(v.domains), unserved: v.unserved}
+	next := &view{policy: v.policy, domains: maps.Clone(v.domains), unserved: v.unserved, reads: v.reads}
 	next.domains[domain] = snap
+	if prev := v.domains[domain]; prev == nil || prev.inputPaths != snap.inputPaths {
+		next.reads = next.readPaths()
+	}
 	return next
+}
+
+// readPaths is what of an AdmissionReview the engine and v's snapshots
+// read.
+func (v *view) readPaths() *pathTree {
+	trees := []*pathTree{envelopePaths, v.unserved.inputPaths}
+	for _, s := range v.domains {
+		trees = append(trees, s.inputPaths)
+	}
+	return union(trees...)
 }
 
 // snapshot is the snapshot that decides the objects of domain d.

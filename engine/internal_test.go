@@ -116,23 +116,6 @@ b if is_object(input.request.object.metadata.annotations)`,
 	}
 }
 
-// covers reports whether every path that small reads is read by big.
-func covers(big, small *pathTree) bool {
-	if big.all {
-		return true
-	}
-	if small.all {
-		return false
-	}
-	for k, c := range small.children {
-		b, ok := big.children[k]
-		if !ok || !covers(b, c) {
-			return false
-		}
-	}
-	return true
-}
-
 func TestProject(t *testing.T) {
 	tree := &pathTree{}
 	tree.add([]string{"request", "operation"})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type authorityOptions struct {
 	tls            tlsutil.ServerFiles
 	insecure       bool
 	metricsAddress string
+	pprofAddress   string
 
 	authorizationFile       string
 	authorization           string
@@ -109,6 +111,7 @@ do everything.`,
 	fs.StringVar(&o.tls.ClientCAFile, "client-ca", "", "file of the CAs that client certificates must chain to; clients without one are refused (mTLS)")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow plaintext gRPC on a non-loopback --listen address")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "127.0.0.1:7444", "address (host:port) of the HTTP server of /metrics, /healthz and /readyz; empty turns it off")
+	fs.StringVar(&o.pprofAddress, "pprof-address", "", "address (host:port) of Go's /debug/pprof/ profiles, for finding where CPU and memory go (default: off; serve it on loopback only)")
 	fs.StringVar(&o.authorizationFile, "authorization-file", "", "YAML file that binds client identities to roles (clusters, operators, readers); needs --client-ca; reloaded when it changes")
 	fs.StringVar(&o.authorization, "authorization", "", `"none" lets every caller make every call, for an authority without --authorization-file that others reach`)
 	fs.Uint64Var(&o.maxEpochStep, "max-epoch-step", statemachine.DefaultMaxEpochStep, "refuse a declaration whose epoch is more than this above the highest epoch of its domain")
@@ -139,9 +142,12 @@ func (o *authorityOptions) validate(cmd *cobra.Command) error {
 	if len(o.etcdEndpoints) == 0 && o.etcdTLS.Enabled() {
 		errs = append(errs, errors.New("--etcd-ca, --etcd-cert and --etcd-key need --etcd-endpoints"))
 	}
-	if o.metricsAddress != "" {
-		if _, _, err := net.SplitHostPort(o.metricsAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-address %q: want host:port: %w", o.metricsAddress, err))
+	for flag, address := range map[string]string{"metrics-address": o.metricsAddress, "pprof-address": o.pprofAddress} {
+		if address == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(address); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: want host:port: %w", flag, address, err))
 		}
 	}
 	errs = append(errs, o.validateAuthorization()...)
@@ -204,6 +210,15 @@ func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 		srv := &http.Server{Handler: monitor.handler(reg), ReadHeaderTimeout: 5 * time.Second}
 		group.Go(func() error { return serveHTTP(ctx, srv, lis) })
 		log.Info("serving metrics and health checks", "address", "http://"+lis.Addr().String())
+	}
+	if o.pprofAddress != "" {
+		lis, err := net.Listen("tcp", o.pprofAddress)
+		if err != nil {
+			return fmt.Errorf("--pprof-address: %w", err)
+		}
+		srv := &http.Server{Handler: profiles(), ReadHeaderTimeout: 5 * time.Second}
+		group.Go(func() error { return serveHTTP(ctx, srv, lis) })
+		log.Info("serving Go profiles", "address", "http://"+lis.Addr().String()+"/debug/pprof/")
 	}
 
 	etcd, describeStore, closeStore, err := o.openStore(ctx, log)
@@ -302,6 +317,17 @@ func (o *authorityOptions) openStore(ctx context.Context, log logr.Logger) (*cli
 
 // authorityMonitor is what the monitoring endpoints report on, filled in as
 // the authority starts.
+// profiles serves Go's profiles under /debug/pprof/.
+func profiles() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 type authorityMonitor struct {
 	service       atomic.Pointer[authority.Service]
 	authorization atomic.Pointer[authz.Source]
