@@ -200,6 +200,7 @@ FUZZTIME ?= 1m
 .PHONY: fuzz
 fuzz: ## Fuzz every target for FUZZTIME each (their seed corpora run in make test).
 	go test -run '^$$' -fuzz '^FuzzAdmit$$' -fuzztime $(FUZZTIME) -parallel 1 ./engine/
+	go test -run '^$$' -fuzz '^FuzzReduce$$' -fuzztime $(FUZZTIME) -parallel 1 ./engine/
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) -parallel 1 ./webhook/
 	go test -run '^$$' -fuzz '^FuzzDeclare$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/statemachine/
 	go test -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime $(FUZZTIME) -parallel 1 ./authority/statemachine/
