@@ -321,16 +321,7 @@ func TestWatchersShareOneEtcdWatch(t *testing.T) {
 			})
 		}()
 	}
-	next := func(what string) heard {
-		t.Helper()
-		select {
-		case h := <-events:
-			return h
-		case <-ctx.Done():
-			t.Fatalf("%s never came", what)
-			return heard{}
-		}
-	}
+	next := func(what string) heard { return receive(ctx, t, events, what) }
 	for range domains {
 		next("a snapshot")
 	}
@@ -374,6 +365,20 @@ func TestWatchersShareOneEtcdWatch(t *testing.T) {
 	}
 	stop()
 	waitForGauge(ctx, t, s.metrics.etcdWatches, 0)
+}
+
+// receive returns the next value on ch; what says what it is, should it
+// never come.
+func receive[T any](ctx context.Context, t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("%s never came", what)
+		var zero T
+		return zero
+	}
 }
 
 // waitForGauge waits until g is want.
@@ -427,18 +432,8 @@ func TestSlowWatcherCatchesUp(t *testing.T) {
 		}
 	}
 	const last = 2 + steps - 1
-	receive := func(ch chan Event, who string) Event {
-		t.Helper()
-		select {
-		case ev := <-ch:
-			return ev
-		case <-ctx.Done():
-			t.Fatalf("the %s watcher heard no more", who)
-			return Event{}
-		}
-	}
 	for epoch := uint64(2); epoch <= last; epoch++ {
-		ev := receive(fast, "fast")
+		ev := receive(ctx, t, fast, "the fast watcher's next event")
 		if p := ev.Snapshot.State.Pending; p == nil || p.Epoch != epoch || !equalTypes(ev.Types, []statemachine.EventType{statemachine.PendingChanged}) {
 			t.Fatalf("the fast watcher heard %v with pending %+v, want the pending takeover at epoch %d", ev.Types, p, epoch)
 		}
@@ -446,7 +441,7 @@ func TestSlowWatcherCatchesUp(t *testing.T) {
 	close(resume)
 	heard, rev := 0, int64(0)
 	for {
-		ev := receive(slow, "slow")
+		ev := receive(ctx, t, slow, "the slow watcher's next event")
 		heard++
 		if ev.Snapshot.Revision <= rev {
 			t.Fatalf("the slow watcher heard revision %d after %d", ev.Snapshot.Revision, rev)
