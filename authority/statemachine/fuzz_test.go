@@ -164,9 +164,22 @@ func FuzzDeclare(f *testing.F) {
 func checkDeclared(t *testing.T, s State, r Result, d Declaration, now time.Time, lease time.Duration) {
 	t.Helper()
 	record := r.State.Clusters[d.Cluster.UID]
-	prev := s.Clusters[d.Cluster.UID]
-	if record.HighestEpoch != max(prev.HighestEpoch, d.Epoch) || record.LastEpoch != d.Epoch || record.LastDeclaredAt != At(now) || record.Name != d.Cluster.Name {
+	prev, seen := s.Clusters[d.Cluster.UID]
+	if record.HighestEpoch != max(prev.HighestEpoch, d.Epoch) || record.LastEpoch != d.Epoch || record.Name != d.Cluster.Name {
 		t.Fatalf("record of the declaring cluster = %+v after %+v (was %+v)", record, d, prev)
+	}
+	if r.Changed == reflect.DeepEqual(s, r.State) {
+		t.Fatalf("Changed = %v, but the state went from %+v to %+v", r.Changed, s, r.State)
+	}
+	// The time it was seen moves on, unless nothing else changed and the
+	// recorded one is younger than the resolution.
+	kept := seen && !r.Changed && record.LastDeclaredAt == prev.LastDeclaredAt &&
+		At(now) >= prev.LastDeclaredAt && At(now)-prev.LastDeclaredAt < UnixNano(DefaultDeclaredAtResolution)
+	if record.LastDeclaredAt != At(now) && !kept {
+		t.Fatalf("last declared at %d after a declaration at %d (was %d, changed %v)", record.LastDeclaredAt, At(now), prev.LastDeclaredAt, r.Changed)
+	}
+	if !r.Changed && (len(r.History) > 0 || len(r.Events) > 0) {
+		t.Fatalf("a declaration that changed nothing wrote history %+v and events %v", r.History, r.Events)
 	}
 	for uid, c := range s.Clusters {
 		if uid != d.Cluster.UID && r.State.Clusters[uid] != c {

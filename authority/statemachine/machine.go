@@ -3,6 +3,7 @@ package statemachine
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -182,6 +183,11 @@ type Result struct {
 	Answer  Answer
 	Events  []EventType
 	History []HistoryEntry
+	// Changed reports whether State differs from the state declared in.
+	// A declaration that changes nothing (a standby's, or a pending
+	// takeover's, repeated) needs no write: its answer holds as long as
+	// the stored state is still the one it was made from.
+	Changed bool
 }
 
 // Machine applies the fence rules with the authority's settings.
@@ -194,6 +200,24 @@ type Machine struct {
 	// GenerationPeriod is how often a declaring cluster's generation
 	// moves on; 0 means DefaultGenerationPeriod.
 	GenerationPeriod time.Duration
+	// DeclaredAtResolution is how far a cluster's LastDeclaredAt may lag
+	// behind its declarations: a declaration that changes nothing else
+	// moves it on only once it is this old, so that most declarations
+	// of standbys change nothing and are answered without a write. 0
+	// means DefaultDeclaredAtResolution.
+	DeclaredAtResolution time.Duration
+}
+
+// DefaultDeclaredAtResolution is how far a cluster's LastDeclaredAt may
+// lag behind its declarations when the Machine sets no other resolution.
+const DefaultDeclaredAtResolution = 10 * time.Second
+
+// declaredAtResolution is the resolution in force.
+func (m Machine) declaredAtResolution() time.Duration {
+	if m.DeclaredAtResolution == 0 {
+		return DefaultDeclaredAtResolution
+	}
+	return m.DeclaredAtResolution
 }
 
 // generationPeriod is the period in force.
@@ -225,10 +249,10 @@ func (m Machine) maxEpochStep() uint64 {
 // *BindingError, a stale cluster generation a *RestoredError, and a
 // new instance of the holder beyond MaxInstances a *LimitError; every other
 // declaration, accepted or refused, records the cluster's epoch and the
-// time it was seen. Leases are kept per instance of the holder: a renewal
-// extends only the declaring instance's lease, and the fence moves to
-// another cluster only once the holder is Free. A revoked lease, or every
-// lease of a revoked cluster, is not renewed.
+// time it was seen, to DeclaredAtResolution. Leases are kept per instance
+// of the holder: a renewal extends only the declaring instance's lease, and
+// the fence moves to another cluster only once the holder is Free. A
+// revoked lease, or every lease of a revoked cluster, is not renewed.
 func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) {
 	if err := d.Validate(); err != nil {
 		return Result{}, err
@@ -366,7 +390,34 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		history = append(history, entry)
 	}
 	history = append(history, pendingHistory(s.Pending, next.Pending, at, granted)...)
-	return Result{State: next, Answer: answer, Events: Changes(s, next), History: history}, nil
+	changed := m.keepDeclaredAt(s, &next, d.Cluster.UID, at)
+	return Result{State: next, Answer: answer, Events: Changes(s, next), History: history, Changed: changed}, nil
+}
+
+// keepDeclaredAt leaves the LastDeclaredAt of the cluster uid in next as
+// it is in s when that is less than the resolution old and nothing else
+// of next differs from s. It reports whether next differs from s.
+//
+// A time that lies ahead of at (the authority's clock was stepped back)
+// is moved back to at: the record follows the clock it is read by.
+func (m Machine) keepDeclaredAt(s State, next *State, uid string, at UnixNano) bool {
+	prev, seen := s.Clusters[uid]
+	record, declared := next.Clusters[uid]
+	if !seen || !declared {
+		return true
+	}
+	if age := at - prev.LastDeclaredAt; age < 0 || age >= UnixNano(m.declaredAtResolution()) {
+		return true
+	}
+	now := record.LastDeclaredAt
+	record.LastDeclaredAt = prev.LastDeclaredAt
+	next.Clusters[uid] = record
+	if reflect.DeepEqual(s, *next) {
+		return false
+	}
+	record.LastDeclaredAt = now
+	next.Clusters[uid] = record
+	return true
 }
 
 // grant makes the declaring cluster the holder, with a lease for the

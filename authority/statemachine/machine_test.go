@@ -686,3 +686,86 @@ func presenting(s State, d Declaration) Declaration {
 	d.Generation = s.Clusters[d.Cluster.UID].Generation
 	return d
 }
+
+// TestDeclarationThatChangesNothing: a declaration that changes nothing but
+// the time its cluster was seen, which is younger than the resolution,
+// leaves the state as it was, so that the store answers it without a
+// write; every other one changes it.
+func TestDeclarationThatChangesNothing(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	// east holds the fence at epoch 3; west stands by at 2. Both present
+	// generation 1, issued at t0, so no generation is due to move on.
+	base := func() State {
+		clusters := seen(map[Identity]uint64{east: 3, west: 2})
+		for uid, c := range clusters {
+			c.Generation, c.GenerationAt, c.PresentsGeneration = 1, at(0), true
+			clusters[uid] = c
+		}
+		return State{Holder: holding(east, 3, 0), Clusters: clusters, LastGeneration: 1}
+	}
+	pendingWest := base()
+	pendingWest.Pending = pendingAt(west, 4, 0)
+	pendingWest.Clusters[west.UID] = Cluster{Name: west.Name, HighestEpoch: 4, LastEpoch: 4, LastDeclaredAt: at(0), Generation: 1, GenerationAt: at(0), PresentsGeneration: true}
+	tests := map[string]struct {
+		state State
+		decl  Declaration
+		now   time.Duration
+
+		wantOutcome        Outcome
+		wantChanged        bool
+		wantLastDeclaredAt time.Duration
+	}{
+		"a standby, within the resolution": {
+			state: base(), decl: declare(west, 2), now: time.Second,
+			wantOutcome: Fenced, wantLastDeclaredAt: 0,
+		},
+		"a standby, just before the resolution": {
+			state: base(), decl: declare(west, 2), now: DefaultDeclaredAtResolution - time.Nanosecond,
+			wantOutcome: Fenced, wantLastDeclaredAt: 0,
+		},
+		"a standby, once its last declaration is as old as the resolution": {
+			state: base(), decl: declare(west, 2), now: DefaultDeclaredAtResolution,
+			wantOutcome: Fenced, wantChanged: true, wantLastDeclaredAt: DefaultDeclaredAtResolution,
+		},
+		"a standby, after the authority's clock was stepped back": {
+			state: base(), decl: declare(west, 2), now: -time.Second,
+			wantOutcome: Fenced, wantChanged: true, wantLastDeclaredAt: -time.Second,
+		},
+		"a standby that declares a lower epoch than before": {
+			state: base(), decl: declare(west, 1), now: time.Second,
+			wantOutcome: Regressed, wantChanged: true, wantLastDeclaredAt: time.Second,
+		},
+		"a standby that raises its epoch": {
+			state: base(), decl: declare(west, 4), now: time.Second,
+			wantOutcome: Acquiring, wantChanged: true, wantLastDeclaredAt: time.Second,
+		},
+		"a pending takeover, repeated": {
+			state: pendingWest, decl: declare(west, 4), now: time.Second,
+			wantOutcome: Acquiring, wantLastDeclaredAt: 0,
+		},
+		"the holder, which renews its lease": {
+			state: base(), decl: declare(east, 3), now: time.Second,
+			wantOutcome: Renewed, wantChanged: true, wantLastDeclaredAt: time.Second,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tc.decl.Generation = 1
+			r, err := machine.Declare(tc.state, tc.decl, t0.Add(tc.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Answer.Outcome != tc.wantOutcome || r.Changed != tc.wantChanged {
+				t.Errorf("outcome %s, changed %v; want %s, changed %v", r.Answer.Outcome, r.Changed, tc.wantOutcome, tc.wantChanged)
+			}
+			if got := r.State.Clusters[tc.decl.Cluster.UID].LastDeclaredAt; got != at(tc.wantLastDeclaredAt) {
+				t.Errorf("last declared at %s after t0, want %s", got.Time().Sub(t0), tc.wantLastDeclaredAt)
+			}
+			if !r.Changed {
+				if diff := cmp.Diff(tc.state, r.State); diff != "" {
+					t.Errorf("a declaration that changed nothing changed the state (-was +now):\n%s", diff)
+				}
+			}
+		})
+	}
+}

@@ -188,7 +188,7 @@ func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Decla
 	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Declare(cur, d, now)
-		return change{state: result.State, write: true, history: result.History}, err
+		return change{state: result.State, write: result.Changed, history: result.History}, err
 	})
 	if err != nil {
 		return statemachine.Result{}, err

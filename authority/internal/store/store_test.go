@@ -97,6 +97,69 @@ func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
 	}
 }
 
+// TestDeclarationsThatChangeNothingWriteNothing: a standby's declarations
+// within the resolution of its last-declared time reach etcd as a read
+// that checks the record is current, not as a write; an answer from a
+// record another replica changed meanwhile is still never given.
+func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := embeddedEtcd(t)
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	a, err := New(client, Options{LeaseTTL: time.Hour, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newStore(t, client, nil)
+	revision := func() int64 {
+		t.Helper()
+		resp, err := client.Get(ctx, "any")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	declare := func(s *Store, d statemachine.Declaration, want statemachine.Outcome) {
+		t.Helper()
+		r, err := s.Declare(ctx, "default", d, Actor{})
+		if err != nil {
+			t.Fatalf("%s declares %d: %v", d.Cluster.Name, d.Epoch, err)
+		}
+		if r.Answer.Outcome != want {
+			t.Fatalf("%s declares %d: %s, want %s", d.Cluster.Name, d.Epoch, r.Answer.Outcome, want)
+		}
+	}
+
+	declare(a, decl("east", 1), statemachine.Granted)
+	declare(a, decl("west", 1), statemachine.Fenced) // its first: written
+	before := revision()
+	for range 5 {
+		clk.Step(time.Second)
+		declare(a, decl("west", 1), statemachine.Fenced)
+	}
+	if got := revision(); got != before {
+		t.Fatalf("five declarations that changed nothing moved etcd's revision from %d to %d", before, got)
+	}
+	// Once the recorded time is as old as the resolution, it is written.
+	clk.Step(statemachine.DefaultDeclaredAtResolution)
+	declare(a, decl("west", 1), statemachine.Fenced)
+	if got := revision(); got != before+1 {
+		t.Fatalf("after the resolution, etcd's revision went from %d to %d, want one write", before, got)
+	}
+	snap, err := a.Get(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := snap.State.Clusters["uid-west"].LastDeclaredAt, statemachine.At(clk.Now()); got != want {
+		t.Errorf("west last declared at %d, want %d", got, want)
+	}
+	// Through b, west raises its epoch. a caches west at epoch 1, where a
+	// repeat would change nothing; its answer must come from the record b
+	// wrote, in which epoch 1 is a regression.
+	declare(b, decl("west", 2), statemachine.Acquiring)
+	declare(a, decl("west", 1), statemachine.Regressed)
+}
+
 // TestWatchCatchesUpAfterCompaction makes the etcd watch start below the
 // compacted revision, as for a watcher that fell far behind: the store reads
 // the fence again and reports what changed as one event.
