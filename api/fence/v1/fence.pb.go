@@ -477,7 +477,8 @@ type ClusterRecord struct {
 	HighestEpoch uint64 `protobuf:"varint,3,opt,name=highest_epoch,json=highestEpoch,proto3" json:"highest_epoch,omitempty"`
 	// The epoch of its last declaration.
 	LastEpoch uint64 `protobuf:"varint,4,opt,name=last_epoch,json=lastEpoch,proto3" json:"last_epoch,omitempty"`
-	// When it declared last.
+	// When it declared last, to 10 seconds: a declaration that changes
+	// nothing else moves it on only once it is 10 seconds old.
 	LastDeclareTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_declare_time,json=lastDeclareTime,proto3" json:"last_declare_time,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
