@@ -37,8 +37,8 @@ const (
 	writesPerSetupShort = 30
 )
 
-// writeRate is the writes a second offered to the API server, in all three
-// set-ups together (each gets a third): far more than people write, far
+// writeRate is the writes a second offered to the API server, in all four
+// set-ups together (each gets a quarter): far more than people write, far
 // below what one API server takes on two cores, so that the latencies are
 // those of the admission path and not of a queue. fencegate's controller
 // adds a status write for each (it marks every Component it sees change).
@@ -60,9 +60,13 @@ type writeSetup struct {
 
 var writeSetups = []writeSetup{
 	{name: "fencegate", namespace: "latency-fencegate", stamped: true},
+	{name: "webhooks", namespace: bareWebhooksNamespace},
 	{name: "floor", namespace: "latency-floor"},
 	{name: "vap", namespace: vapNamespace},
 }
+
+// bareWebhooksNamespace is the namespace of the bare webhooks' set-up.
+const bareWebhooksNamespace = "latency-webhooks"
 
 // vapNamespace is the namespace of the policy's set-up.
 const vapNamespace = "latency-vap"
@@ -87,10 +91,13 @@ const (
 // BenchmarkWriteLatency measures what a Component create or update costs the
 // person who makes it, end to end through a real kube-apiserver (and its
 // etcd) served by a real `fencegate run` that holds the fence of an
-// authority with mTLS, in three set-ups measured in the same run:
+// authority with mTLS, in four set-ups measured in the same run:
 //
 //   - fencegate: fencegate's validating and mutating webhooks admit the
 //     write and stamp it with the epoch and the fencing token;
+//   - webhooks: two bare webhooks, a mutating and a validating one, that
+//     decide nothing (startBareWebhooks): what any pair of webhook calls
+//     costs through the API server, fencegate's floor as a webhook;
 //   - floor: no webhook and no policy applies;
 //   - vap: a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1)
 //     whose parameter is the Fence, bound with paramRef default: its CEL
@@ -98,13 +105,13 @@ const (
 //     is the in-process anchor a user might pick instead of a webhook.
 //
 // Each set-up has a namespace of its own: fencegate's webhooks skip the
-// other two (a namespaceSelector on their Component entries, like the one
-// the chart gives the fenced kinds), and the policy is bound to its own.
-// So every write pays the same matching (the API server checks each one
-// against both webhook configurations and both bindings), and only the
-// calls and the checks differ.
+// other three (a namespaceSelector on their Component entries, like the
+// one the chart gives the fenced kinds), the bare webhooks and the policy
+// are bound to their own. So every write pays the same matching (the API
+// server checks each one against every webhook configuration and both
+// bindings), and only the calls and the checks differ.
 // The writes go out open loop at writeRate in all, in a shuffled order
-// within each round of three, so that every set-up meets the same API
+// within each round of four, so that every set-up meets the same API
 // server at the same moments; half are creates of new Components and half
 // JSON merge patches of the spec of one of writePool existing ones (an
 // update at admission). Each write's admitted object is checked: stamped
@@ -120,9 +127,10 @@ const (
 // policy changes nothing), so an actuator cannot tell a write decided
 // under an older holder.
 //
-// It reports each set-up's p50 and p99 in milliseconds, and the
-// differences from the floor's and the ratios to them (goal: fencegate's
-// p99 at most 1 ms over the floor's).
+// It reports each set-up's p50 and p99 in milliseconds, the differences
+// from the floor's and the ratios to them (goal: fencegate's p99 at most
+// 1 ms over the floor's), and fencegate's differences from the bare
+// webhooks' (what fencegate's decisions add to the two calls).
 // Run it with -benchtime 1x (make bench does): 1,000 writes per set-up,
 // a minute. -short writes 30 per set-up; TestWriteLatency runs that size.
 func BenchmarkWriteLatency(b *testing.B) {
@@ -155,6 +163,9 @@ func BenchmarkWriteLatency(b *testing.B) {
 			b.ReportMetric(float64(p99)/float64(floor99), s.name+"-p99/floor")
 		}
 	}
+	fencegate, bare := sorted(took["fencegate"]), sorted(took["webhooks"])
+	b.ReportMetric(ms(percentile(fencegate, 0.50)-percentile(bare, 0.50)), "fencegate-p50-over-webhooks-ms")
+	b.ReportMetric(ms(percentile(fencegate, 0.99)-percentile(bare, 0.99)), "fencegate-p99-over-webhooks-ms")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%d writes per set-up at %d writes/s in all (goal: fencegate's p99 ≤ 1 ms over the floor's); the last round's creates and updates:\n%s%s",
 		len(took["floor"]), writeRate, latencyTable(took, last.create, last.update), last.webhooks)
@@ -174,7 +185,10 @@ func TestWriteLatency(t *testing.T) {
 			t.Errorf("%s: %d writes timed, want %d", s.name, len(took[s.name]), writesPerSetupShort)
 		}
 	}
-	for _, name := range []string{"mutate.components.fencegate.dev", "validate.components.fencegate.dev", fencegatePrefix + "mutate", fencegatePrefix + "validate"} {
+	for _, name := range []string{
+		"mutate.components.fencegate.dev", "validate.components.fencegate.dev", fencegatePrefix + "mutate", fencegatePrefix + "validate",
+		"mutate." + bareWebhooksName, "validate." + bareWebhooksName,
+	} {
 		if r.webhooks[name].calls == 0 {
 			t.Errorf("no calls to %s were timed; %s", name, r.webhooks)
 		}
@@ -182,7 +196,7 @@ func TestWriteLatency(t *testing.T) {
 	t.Logf("\n%s%s", latencyTable(took, r.create, r.update), r.webhooks)
 }
 
-// writeLatency is a cluster set up for the three ways of admission.
+// writeLatency is a cluster set up for the four ways of admission.
 type writeLatency struct {
 	cluster *stack.Cluster
 	// client writes as a cluster admin, without a client-side rate limit.
@@ -193,8 +207,8 @@ type writeLatency struct {
 
 // startWriteLatency starts an authority and one cluster served by one
 // `fencegate run`, waits until it holds the fence and enforces it, and sets
-// up the three namespaces' admission: fencegate's webhooks for one, none
-// for the floor, the policy for the third.
+// up the four namespaces' admission: fencegate's webhooks for one, the
+// bare webhooks for another, none for the floor, the policy for the last.
 func startWriteLatency(tb testing.TB, ctx context.Context) *writeLatency {
 	tb.Helper()
 	s := stack.StartForTest(tb, ctx, stack.Options{
@@ -228,6 +242,9 @@ func startWriteLatency(tb testing.TB, ctx context.Context) *writeLatency {
 		}
 	}
 	if err := w.scopeWebhooks(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if err := startBareWebhooks(tb, ctx, cl, bareWebhooksNamespace); err != nil {
 		tb.Fatal(err)
 	}
 	if err := w.installPolicy(ctx); err != nil {
@@ -436,7 +453,7 @@ func latencyComponent(namespace, name string) *fencegatev1alpha1.Component {
 type writeLatencies struct {
 	create, update map[string][]time.Duration
 	// webhooks is the API server's own account of the round's calls to
-	// fencegate's webhooks.
+	// fencegate's webhooks and the bare ones, and fencegate's.
 	webhooks webhookTimes
 }
 
@@ -503,7 +520,7 @@ func (w *writeLatency) measure(tb testing.TB, ctx context.Context, round, n int)
 		}
 	}
 	// Open loop: each write goes out on its schedule, whatever the ones
-	// before it take. Each round of three takes the set-ups in an order of
+	// before it take. Each round of four takes the set-ups in an order of
 	// its own.
 	rng := rand.New(rand.NewPCG(uint64(round), 1))
 	interval := time.Second / writeRate
@@ -534,10 +551,11 @@ type webhookTime struct {
 	seconds float64
 }
 
-// webhookTimes are the calls to fencegate's webhooks as the API server
-// times them (from sending the request to reading the answer), by the
-// webhook's name, and as fencegate times them (from reading the request to
-// writing the answer), by "fencegate /" and its endpoint. (The API server
+// webhookTimes are the calls to fencegate's webhooks and to the bare ones
+// as the API server times them (from sending the request to reading the
+// answer), by the webhook's name, and the calls to fencegate's as
+// fencegate times them (from reading the request to writing the answer),
+// by "fencegate /" and its endpoint. (The API server
 // times a policy's checks only when one fails or refuses, so the policy's
 // cost shows only in the writes' latencies.)
 type webhookTimes map[string]webhookTime

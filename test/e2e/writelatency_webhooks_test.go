@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencegate/fencegate/internal/testcerts"
+)
+
+// bareWebhooksName names the bare webhooks' configurations, and prefixes
+// their webhooks' names.
+const bareWebhooksName = "bare.latency.fencegate.dev"
+
+// maxReview bounds the body the bare webhooks read, as the API server
+// bounds what it sends.
+const maxReview = 3 << 20
+
+// startBareWebhooks serves the least an admission webhook can answer, and
+// makes the API server call it for every Component write in namespace, as
+// it calls fencegate's: a mutating call, then a validating one, over TLS
+// from the same Go HTTP stack. The server reads each AdmissionReview's uid
+// and allows, with no decision, no patch and no log line. So what a write
+// in namespace costs over the floor is what two webhook calls cost through
+// the API server, whatever a webhook decides: fencegate's floor as a
+// webhook.
+func startBareWebhooks(tb testing.TB, ctx context.Context, cl client.Client, namespace string) error {
+	tb.Helper()
+	ca, pair, err := testcerts.Loopback("bare-webhooks")
+	if err != nil {
+		return err
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("bare webhooks: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(allowReview),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	tb.Cleanup(func() { _ = srv.Close() })
+
+	url := "https://" + ln.Addr().String()
+	rules := func(resources ...string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{
+				admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete,
+			},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{"components.fencegate.dev"}, APIVersions: []string{"*"}, Resources: resources,
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}}
+	}
+	only := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}}
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: bareWebhooksName},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "mutate." + bareWebhooksName,
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + "/mutate"), CABundle: ca.CertPEM},
+			Rules:                   rules("components"),
+			NamespaceSelector:       only,
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          ptr.To[int32](5),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		}},
+	}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: bareWebhooksName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "validate." + bareWebhooksName,
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + "/validate"), CABundle: ca.CertPEM},
+			Rules:                   rules("components", "components/status"),
+			NamespaceSelector:       only,
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          ptr.To[int32](5),
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if err := cl.Create(ctx, mutating); err != nil {
+		return fmt.Errorf("create the bare mutating webhook: %w", err)
+	}
+	if err := cl.Create(ctx, validating); err != nil {
+		return fmt.Errorf("create the bare validating webhook: %w", err)
+	}
+	return nil
+}
+
+// allowReview answers an AdmissionReview with allowed, under its uid.
+func allowReview(w http.ResponseWriter, r *http.Request) {
+	var review struct {
+		Request *struct {
+			UID string `json:"uid"`
+		} `json:"request"`
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReview))
+	if err == nil {
+		err = json.Unmarshal(body, &review)
+	}
+	if err == nil && review.Request == nil {
+		err = errors.New("no request")
+	}
+	if err != nil {
+		http.Error(w, "not an AdmissionReview: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	uid, err := json.Marshal(review.Request.UID)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%s,"allowed":true}}`, uid)
+}
