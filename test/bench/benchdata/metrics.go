@@ -46,6 +46,16 @@ const (
 	CacheTrimmedRatio = "trimmed/whole"
 )
 
+// BenchmarkRunMemory (test/e2e/memory_bench_test.go) measures a real
+// `fencegate run` that has marked n Components, over the same process with
+// none, after a collection.
+const (
+	RunMemory = "BenchmarkRunMemory"
+	// RunHeapPerComponent is the heap in use the process grew by, per
+	// Component, in bytes.
+	RunHeapPerComponent = "heap-B/component"
+)
+
 // BenchmarkAgents (authority/agents_bench_test.go) runs n agents
 // heartbeating against one authority process over an etcd process, then
 // two floors on the same etcd and schedule from a bare etcd client: a

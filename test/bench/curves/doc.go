@@ -11,8 +11,9 @@
 //   - re-mark time against Components: the controller and a bare client
 //     making the same writes (BenchmarkReMark);
 //   - authority p99 against agents (BenchmarkAgents);
-//   - the cache's memory against cached Components: whole and trimmed
-//     (BenchmarkCacheMemory).
+//   - the memory Components add against cached Components: the cache's,
+//     whole and trimmed (BenchmarkCacheMemory), and a whole fencegate run
+//     process's (BenchmarkRunMemory).
 //
 // A plot whose data is missing is left out, and the page says so.
 //

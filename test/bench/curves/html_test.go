@@ -11,14 +11,17 @@ import (
 	"github.com/fencegate/fencegate/test/bench/benchdata"
 )
 
-// cacheOutput is BenchmarkCacheMemory's output as recorded on a two-core
-// machine.
+// cacheOutput is BenchmarkCacheMemory's and BenchmarkRunMemory's output as
+// recorded on a two-core machine (the second's 10,000 made up).
 const cacheOutput = `goos: linux
 goarch: amd64
 pkg: github.com/fencegate/fencegate/controller
 cpu: Intel(R) Xeon(R) Processor
 BenchmarkCacheMemory/components=1000-2         	       1	4013613072 ns/op	      2478 B/component-saved	      2212 B/component-trimmed	      4690 B/component-whole	         0.4716 trimmed/whole
 BenchmarkCacheMemory/components=10000-2        	       1	11063503923 ns/op	      2485 B/component-saved	      2170 B/component-trimmed	      4655 B/component-whole	         0.4662 trimmed/whole
+pkg: github.com/fencegate/fencegate/test/e2e
+BenchmarkRunMemory/components=1000-2         	       1	        43.09 anon-MiB	       901.1 heap-B/component	        33.73 heap-MiB	       122.0 peak-rss-MiB	       103.7 rss-MiB
+BenchmarkRunMemory/components=10000-2         	       1	        61.20 anon-MiB	       1204 heap-B/component	        44.40 heap-MiB	       122.0 peak-rss-MiB	       121.9 rss-MiB
 `
 
 // sideBySide is a made-up side-by-side run with a latency curve at two
@@ -140,7 +143,9 @@ func TestWriteHTML(t *testing.T) {
 		"no XML declaration inside":     {want: "<?xml", count: 0},
 		"no external resource":          {want: "src=", count: 0},
 		"each plot titled (in the SVG)": {want: ">Re-mark time against Components</text>", count: 1},
-		"axes with units":               {want: ">live heap of the cache (MiB)</text>", count: 1},
+		"axes with units":               {want: ">memory added by the Components (MiB)</text>", count: 1},
+		"the whole process's memory":    {want: ">fencegate run, the whole process</text>", count: 1},
+		"its figures in the caption":    {want: "901 bytes per Component at 1,000, 1204 bytes per Component at 10,000", count: 1},
 		"the load axis":                 {want: ">offered load (requests/s)</text>", count: 1},
 		"the anchor in the legend":      {want: ">OPA&#39;s server (anchor)</text>", count: 1},
 		"the floor in the legend":       {want: ">floor: TLS, no decision</text>", count: 1},

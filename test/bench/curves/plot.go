@@ -42,8 +42,11 @@ const (
 )
 
 var (
-	measuredColor = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	anchorColors  = []color.Color{
+	measuredColors = []color.Color{
+		color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+		color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	}
+	anchorColors = []color.Color{
 		color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 		color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 		color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
@@ -78,7 +81,7 @@ func newPlot(a axes, ss []series) (*plot.Plot, error) {
 
 	var xs []float64
 	var lo, hi = math.Inf(1), math.Inf(-1)
-	anchors, floors := 0, 0
+	measures, anchors, floors := 0, 0, 0
 	for _, s := range ss {
 		xys := make(plotter.XYs, 0, len(s.points))
 		errs := make(plotter.YErrors, 0, len(s.points))
@@ -100,8 +103,11 @@ func newPlot(a axes, ss []series) (*plot.Plot, error) {
 		}
 		line.Width = vg.Points(1.5)
 		var thumbs []plot.Thumbnailer
-		var c color.Color = measuredColor
+		var c color.Color
 		switch s.role {
+		case measured:
+			c = measuredColors[measures%len(measuredColors)]
+			measures++
 		case anchor:
 			c = anchorColors[anchors%len(anchorColors)]
 			anchors++
