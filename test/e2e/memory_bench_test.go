@@ -120,6 +120,7 @@ func startRunMemory(tb testing.TB) *runMemory {
 		tb.Fatalf("east never held the fence and enforced it: %v\nlast status: %s", err, statusYAML(&f))
 	}
 	m.token = f.Status.Token
+	m.waitQuiet(tb)
 	m.none = m.read(tb)
 	return m
 }
