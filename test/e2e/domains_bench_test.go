@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -160,31 +156,9 @@ func cpuOf(b *testing.B, pid int) time.Duration {
 // outcome.
 func declarations(b *testing.B, ctx context.Context, s *stack.Stack) int64 {
 	b.Helper()
-	const name = "fencegate_authority_declarations_total"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.AuthorityMetricsAddress()+"/metrics", nil)
+	total, err := sumMetric(ctx, s.AuthorityMetricsAddress(), "fencegate_authority_declarations_total")
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		b.Fatalf("scrape the authority: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var total int64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			b.Fatalf("the authority's %s: %q: %v", name, line, err)
-		}
-		total += int64(v)
-	}
-	if err := sc.Err(); err != nil {
-		b.Fatal(err)
-	}
-	return total
+	return int64(total)
 }

@@ -178,7 +178,7 @@ func (m *runMemory) waitQuiet(tb testing.TB) {
 	tb.Helper()
 	last, since := -1.0, time.Now()
 	err := wait.PollUntilContextTimeout(m.ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		now, err := m.metric(ctx, `controller_runtime_reconcile_total{controller="component"`)
+		now, err := sumMetric(ctx, m.cluster.Metrics, `controller_runtime_reconcile_total{controller="component"`)
 		if err != nil {
 			return false, err
 		}
@@ -192,16 +192,16 @@ func (m *runMemory) waitQuiet(tb testing.TB) {
 	}
 }
 
-// metric sums the samples of the metric fencegate serves under name (and
-// labels, when name has them).
-func (m *runMemory) metric(ctx context.Context, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.cluster.Metrics+"/metrics", nil)
+// sumMetric sums the samples of the metric that the /metrics of addr
+// serves under name (and labels, when name has them).
+func sumMetric(ctx context.Context, addr, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("scrape fencegate: %w", err)
+		return 0, fmt.Errorf("scrape %s: %w", addr, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	total, found := 0.0, false
@@ -213,7 +213,7 @@ func (m *runMemory) metric(ctx context.Context, name string) (float64, error) {
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
-			return 0, fmt.Errorf("fencegate's %q: %w", line, err)
+			return 0, fmt.Errorf("%s of %s: %q: %w", name, addr, line, err)
 		}
 		total, found = total+v, true
 	}
@@ -221,7 +221,7 @@ func (m *runMemory) metric(ctx context.Context, name string) (float64, error) {
 		return 0, err
 	}
 	if !found {
-		return 0, fmt.Errorf("fencegate serves no %s", name)
+		return 0, fmt.Errorf("%s serves no %s", addr, name)
 	}
 	return total, nil
 }
@@ -242,7 +242,7 @@ func (m *runMemory) read(tb testing.TB) memoryReading {
 	if resp.StatusCode != http.StatusOK {
 		tb.Fatalf("fencegate's heap profile: HTTP %d", resp.StatusCode)
 	}
-	heap, err := m.metric(m.ctx, "go_memstats_heap_inuse_bytes")
+	heap, err := sumMetric(m.ctx, m.cluster.Metrics, "go_memstats_heap_inuse_bytes")
 	if err != nil {
 		tb.Fatal(err)
 	}
