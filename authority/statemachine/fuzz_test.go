@@ -140,7 +140,7 @@ func FuzzDeclare(f *testing.F) {
 				t.Fatalf("Declare changed the state it was given: %+v, was %+v", s, before)
 			}
 			if err != nil {
-				if record, seen := s.Clusters[uid]; seen && record.Name != name {
+				if record, seen := s.Clusters[uid]; seen && record.Name != name && d.Validate() == nil {
 					checkBindingError(t, err, record.Name)
 				} else {
 					checkFieldError(t, err, "cluster_name", "cluster_uid", "epoch", "instance")

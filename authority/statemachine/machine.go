@@ -204,7 +204,8 @@ type Machine struct {
 	// behind its declarations: a declaration that changes nothing else
 	// moves it on only once it is this old, so that most declarations
 	// of standbys change nothing and are answered without a write. 0
-	// means DefaultDeclaredAtResolution.
+	// means DefaultDeclaredAtResolution; a negative one moves it on with
+	// every declaration.
 	DeclaredAtResolution time.Duration
 }
 

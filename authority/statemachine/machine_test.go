@@ -706,6 +706,13 @@ func TestDeclarationThatChangesNothing(t *testing.T) {
 	pendingWest := base()
 	pendingWest.Pending = pendingAt(west, 4, 0)
 	pendingWest.Clusters[west.UID] = Cluster{Name: west.Name, HighestEpoch: 4, LastEpoch: 4, LastDeclaredAt: at(0), Generation: 1, GenerationAt: at(0), PresentsGeneration: true}
+	generationDue := base()
+	due := generationDue.Clusters[west.UID]
+	due.GenerationAt = at(-DefaultGenerationPeriod)
+	generationDue.Clusters[west.UID] = due
+	// A holder stored before instances had leases of their own.
+	legacy := base()
+	legacy.Holder = &Holder{Identity: east, Epoch: 3, AcquiredAt: at(0), LeaseExpiresAt: at(ttl), Token: 10}
 	tests := map[string]struct {
 		state State
 		decl  Declaration
@@ -742,6 +749,14 @@ func TestDeclarationThatChangesNothing(t *testing.T) {
 		"a pending takeover, repeated": {
 			state: pendingWest, decl: declare(west, 4), now: time.Second,
 			wantOutcome: Acquiring, wantLastDeclaredAt: 0,
+		},
+		"a standby whose generation is due to move on": {
+			state: generationDue, decl: declare(west, 2), now: time.Second,
+			wantOutcome: Fenced, wantChanged: true, wantLastDeclaredAt: time.Second,
+		},
+		"a standby, in a record whose holder has no instances yet": {
+			state: legacy, decl: declare(west, 2), now: time.Second,
+			wantOutcome: Fenced, wantChanged: true, wantLastDeclaredAt: time.Second,
 		},
 		"the holder, which renews its lease": {
 			state: base(), decl: declare(east, 3), now: time.Second,

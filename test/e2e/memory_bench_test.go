@@ -193,7 +193,8 @@ func (m *runMemory) waitQuiet(tb testing.TB) {
 }
 
 // sumMetric sums the samples of the metric that the /metrics of addr
-// serves under name (and labels, when name has them).
+// serves under name. Name may go on with the first of its labels, as
+// exposed (`x{a="b"` matches `x{a="b"}` and `x{a="b",c="d"}`).
 func sumMetric(ctx context.Context, addr, name string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
@@ -208,7 +209,11 @@ func sumMetric(ctx context.Context, addr, name string) (float64, error) {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+",") {
+		matches := false
+		for _, next := range []string{" ", "{", ",", "}"} {
+			matches = matches || strings.HasPrefix(line, name+next)
+		}
+		if !matches {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)

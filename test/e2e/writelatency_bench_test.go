@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,6 +204,8 @@ type writeLatency struct {
 	client client.Client
 	// token is the fencing token fencegate stamps.
 	token string
+	// bareAnswered counts the reviews the bare webhooks answered.
+	bareAnswered *atomic.Int64
 }
 
 // startWriteLatency starts an authority and one cluster served by one
@@ -244,7 +247,7 @@ func startWriteLatency(tb testing.TB, ctx context.Context) *writeLatency {
 	if err := w.scopeWebhooks(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	if err := startBareWebhooks(tb, ctx, cl, bareWebhooksNamespace); err != nil {
+	if w.bareAnswered, err = startBareWebhooks(tb, ctx, cl, bareWebhooksNamespace); err != nil {
 		tb.Fatal(err)
 	}
 	if err := w.installPolicy(ctx); err != nil {
@@ -393,19 +396,25 @@ func fenceHeldPolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 
 // waitSetUp waits until the API server admits as each set-up says: a
 // server-side dry run of a create in each namespace is stamped only in
-// fencegate's, and the probe namespace's is refused by the policy.
+// fencegate's, the bare webhooks answer the one in theirs, and the probe
+// namespace's is refused by the policy.
 func (w *writeLatency) waitSetUp(ctx context.Context) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		last = nil
 		for _, s := range writeSetups {
 			c := latencyComponent(s.namespace, "probe")
+			answered := w.bareAnswered.Load()
 			if err := w.client.Create(ctx, c, client.DryRunAll); err != nil {
 				last = fmt.Errorf("%s: a dry-run create: %w", s.name, err)
 				return false, nil
 			}
 			if err := w.checkStamp(s, c); err != nil {
 				last = err
+				return false, nil
+			}
+			if s.namespace == bareWebhooksNamespace && w.bareAnswered.Load() == answered {
+				last = errors.New("the API server has not called the bare webhooks yet")
 				return false, nil
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,22 +38,28 @@ const maxReview = 3 << 20
 // in namespace costs over the floor is what two webhook calls cost through
 // the API server, whatever a webhook decides: fencegate's floor as a
 // webhook.
-func startBareWebhooks(tb testing.TB, ctx context.Context, cl client.Client, namespace string) error {
+// It returns the count of reviews the server answered.
+func startBareWebhooks(tb testing.TB, ctx context.Context, cl client.Client, namespace string) (*atomic.Int64, error) {
 	tb.Helper()
 	ca, pair, err := testcerts.Loopback("bare-webhooks")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cert, err := pair.TLS()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("bare webhooks: %w", err)
+		return nil, fmt.Errorf("bare webhooks: %w", err)
 	}
+	answered := &atomic.Int64{}
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(allowReview),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if allowReview(w, r) {
+				answered.Add(1)
+			}
+		}),
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 	}
@@ -103,16 +110,17 @@ func startBareWebhooks(tb testing.TB, ctx context.Context, cl client.Client, nam
 		}},
 	}
 	if err := cl.Create(ctx, mutating); err != nil {
-		return fmt.Errorf("create the bare mutating webhook: %w", err)
+		return nil, fmt.Errorf("create the bare mutating webhook: %w", err)
 	}
 	if err := cl.Create(ctx, validating); err != nil {
-		return fmt.Errorf("create the bare validating webhook: %w", err)
+		return nil, fmt.Errorf("create the bare validating webhook: %w", err)
 	}
-	return nil
+	return answered, nil
 }
 
-// allowReview answers an AdmissionReview with allowed, under its uid.
-func allowReview(w http.ResponseWriter, r *http.Request) {
+// allowReview answers an AdmissionReview with allowed, under its uid, and
+// reports whether it did.
+func allowReview(w http.ResponseWriter, r *http.Request) bool {
 	var review struct {
 		Request *struct {
 			UID string `json:"uid"`
@@ -127,13 +135,14 @@ func allowReview(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		http.Error(w, "not an AdmissionReview: "+err.Error(), http.StatusBadRequest)
-		return
+		return false
 	}
 	uid, err := json.Marshal(review.Request.UID)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+		return false
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%s,"allowed":true}}`, uid)
+	return true
 }

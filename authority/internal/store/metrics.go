@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		txnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fencegate_authority_store_transaction_duration_seconds",
-			Help:    "Latency of the etcd transactions that store fence state, by result (committed, conflict, error).",
+			Help:    "Latency of the etcd transactions that store fence state, by result: committed (a change written), checked (an answer that changes nothing, checked against the current record without a write), conflict, error.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{

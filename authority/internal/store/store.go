@@ -181,7 +181,7 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 func (s *Store) LeaseTTL() time.Duration { return s.machine.LeaseTTL }
 
 // Declare applies a declaration in a (normalized) domain and stores its
-// result. The result's state is the committed one, with the holder's token
+// result, if it changes anything. The result's state is the committed one, with the holder's token
 // filled in. A bad request returns a *rpctypes.FieldError.
 func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Declaration, by Actor) (statemachine.Result, error) {
 	var result statemachine.Result
@@ -440,10 +440,11 @@ func (s *Store) commit(ctx context.Context, cur Snapshot, ch change, by Actor) (
 		current, err := s.decode(domain, resp.Responses[0].GetResponseRange().Kvs)
 		return current, false, err
 	}
-	s.metrics.txnDuration.WithLabelValues("committed").Observe(elapsed)
 	if !ch.write {
+		s.metrics.txnDuration.WithLabelValues("checked").Observe(elapsed)
 		return cur, true, nil
 	}
+	s.metrics.txnDuration.WithLabelValues("committed").Observe(elapsed)
 	rev := resp.Header.Revision
 	if granting {
 		state.Holder.Token = uint64(rev)

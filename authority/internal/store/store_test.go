@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -139,6 +140,13 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 	}
 	if got := revision(); got != before {
 		t.Fatalf("five declarations that changed nothing moved etcd's revision from %d to %d", before, got)
+	}
+	var checked dto.Metric
+	if err := a.metrics.txnDuration.WithLabelValues("checked").(prometheus.Histogram).Write(&checked); err != nil {
+		t.Fatal(err)
+	}
+	if got := checked.GetHistogram().GetSampleCount(); got != 5 {
+		t.Errorf("%d transactions counted as checked, want the 5 that wrote nothing", got)
 	}
 	// Once the recorded time is as old as the resolution, it is written.
 	clk.Step(statemachine.DefaultDeclaredAtResolution)
