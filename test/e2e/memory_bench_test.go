@@ -109,17 +109,7 @@ func startRunMemory(tb testing.TB) *runMemory {
 		tb.Fatal(err)
 	}
 	m := &runMemory{ctx: ctx, cluster: east, pprof: east.Replicas[0].Pprof, client: cl}
-	var f fencegatev1alpha1.Fence
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := cl.Get(ctx, client.ObjectKey{Name: "default"}, &f); err != nil {
-			return false, nil //nolint:nilerr // not created yet; keep polling
-		}
-		return conditions(&f) == holdingEnforced, nil
-	})
-	if err != nil {
-		tb.Fatalf("east never held the fence and enforced it: %v\nlast status: %s", err, statusYAML(&f))
-	}
-	m.token = f.Status.Token
+	m.token = waitHeldDefault(tb, ctx, cl).Status.Token
 	m.waitQuiet(tb)
 	m.none = m.read(tb)
 	return m

@@ -227,17 +227,7 @@ func startWriteLatency(tb testing.TB, ctx context.Context) *writeLatency {
 	}
 	w := &writeLatency{cluster: east, client: cl}
 
-	var f fencegatev1alpha1.Fence
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := cl.Get(ctx, client.ObjectKey{Name: "default"}, &f); err != nil {
-			return false, nil //nolint:nilerr // not created yet; keep polling
-		}
-		return conditions(&f) == holdingEnforced, nil
-	})
-	if err != nil {
-		tb.Fatalf("east never held the fence and enforced it: %v\nlast status: %s", err, statusYAML(&f))
-	}
-	w.token = fmt.Sprint(f.Status.Token)
+	w.token = fmt.Sprint(waitHeldDefault(tb, ctx, cl).Status.Token)
 
 	for _, ns := range append(setupNamespaces(), vapProbeNamespace) {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -676,3 +666,20 @@ func sorted(d []time.Duration) []time.Duration {
 
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// waitHeldDefault waits until the Fence of domain default says its cluster
+// holds the fence and enforces it, and returns it.
+func waitHeldDefault(tb testing.TB, ctx context.Context, cl client.Client) *fencegatev1alpha1.Fence {
+	tb.Helper()
+	var f fencegatev1alpha1.Fence
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := cl.Get(ctx, client.ObjectKey{Name: "default"}, &f); err != nil {
+			return false, nil //nolint:nilerr // not created yet; keep polling
+		}
+		return conditions(&f) == holdingEnforced, nil
+	})
+	if err != nil {
+		tb.Fatalf("east never held the fence and enforced it: %v\nlast status: %s", err, statusYAML(&f))
+	}
+	return &f
+}

@@ -49,6 +49,19 @@ func rel(name string, epoch uint64) statemachine.Release {
 	return statemachine.Release{ClusterUID: "uid-" + name, Epoch: epoch}
 }
 
+// declareIn makes d in domain default through s and fails t unless it is
+// answered want.
+func declareIn(ctx context.Context, t *testing.T, s *Store, d statemachine.Declaration, want statemachine.Outcome) {
+	t.Helper()
+	r, err := s.Declare(ctx, "default", d, Actor{})
+	if err != nil {
+		t.Fatalf("%s declares %d: %v", d.Cluster.Name, d.Epoch, err)
+	}
+	if r.Answer.Outcome != want {
+		t.Fatalf("%s declares %d: %s, want %s", d.Cluster.Name, d.Epoch, r.Answer.Outcome, want)
+	}
+}
+
 // TestReplicasNeverAnswerFromAStaleRecord has two stores over one etcd, as
 // two authority replicas: each caches the record it last wrote, and must
 // notice when the other changed it since, for answers that write and for
@@ -60,16 +73,6 @@ func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
 	regA := prometheus.NewRegistry()
 	a, b := newStore(t, client, regA), newStore(t, client, nil)
 
-	mustDeclare := func(s *Store, d statemachine.Declaration, want statemachine.Outcome) {
-		t.Helper()
-		r, err := s.Declare(ctx, "default", d, Actor{})
-		if err != nil {
-			t.Fatalf("%s declares %d: %v", d.Cluster.Name, d.Epoch, err)
-		}
-		if r.Answer.Outcome != want {
-			t.Fatalf("%s declares %d: %s, want %s", d.Cluster.Name, d.Epoch, r.Answer.Outcome, want)
-		}
-	}
 	mustRelease := func(s *Store, r statemachine.Release, want statemachine.ReleaseOutcome) {
 		t.Helper()
 		res, _, err := s.Release(ctx, "default", r, Actor{})
@@ -81,16 +84,16 @@ func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
 		}
 	}
 
-	mustDeclare(a, decl("east", 1), statemachine.Granted)
+	declareIn(ctx, t, a, decl("east", 1), statemachine.Granted)
 	// Through b, west asks to take over: a's cached record has no pending
 	// takeover, but east must be fenced.
-	mustDeclare(b, decl("west", 2), statemachine.Acquiring)
-	mustDeclare(a, decl("east", 1), statemachine.Fenced)
+	declareIn(ctx, t, b, decl("west", 2), statemachine.Acquiring)
+	declareIn(ctx, t, a, decl("east", 1), statemachine.Fenced)
 	// Through b, east releases and west takes over. a still caches east as
 	// the holder: a release by east that changes nothing in a's copy must
 	// still be refused.
 	mustRelease(b, rel("east", 1), statemachine.Released)
-	mustDeclare(b, decl("west", 2), statemachine.Granted)
+	declareIn(ctx, t, b, decl("west", 2), statemachine.Granted)
 	mustRelease(a, rel("east", 1), statemachine.NotHolder)
 
 	if got := testutil.ToFloat64(a.metrics.retries.WithLabelValues("conflict")); got != 2 {
@@ -120,23 +123,13 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 		}
 		return resp.Header.Revision
 	}
-	declare := func(s *Store, d statemachine.Declaration, want statemachine.Outcome) {
-		t.Helper()
-		r, err := s.Declare(ctx, "default", d, Actor{})
-		if err != nil {
-			t.Fatalf("%s declares %d: %v", d.Cluster.Name, d.Epoch, err)
-		}
-		if r.Answer.Outcome != want {
-			t.Fatalf("%s declares %d: %s, want %s", d.Cluster.Name, d.Epoch, r.Answer.Outcome, want)
-		}
-	}
 
-	declare(a, decl("east", 1), statemachine.Granted)
-	declare(a, decl("west", 1), statemachine.Fenced) // its first: written
+	declareIn(ctx, t, a, decl("east", 1), statemachine.Granted)
+	declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced) // its first: written
 	before := revision()
 	for range 5 {
 		clk.Step(time.Second)
-		declare(a, decl("west", 1), statemachine.Fenced)
+		declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced)
 	}
 	if got := revision(); got != before {
 		t.Fatalf("five declarations that changed nothing moved etcd's revision from %d to %d", before, got)
@@ -150,7 +143,7 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 	}
 	// Once the recorded time is as old as the resolution, it is written.
 	clk.Step(statemachine.DefaultDeclaredAtResolution)
-	declare(a, decl("west", 1), statemachine.Fenced)
+	declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced)
 	if got := revision(); got != before+1 {
 		t.Fatalf("after the resolution, etcd's revision went from %d to %d, want one write", before, got)
 	}
@@ -164,8 +157,8 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 	// Through b, west raises its epoch. a caches west at epoch 1, where a
 	// repeat would change nothing; its answer must come from the record b
 	// wrote, in which epoch 1 is a regression.
-	declare(b, decl("west", 2), statemachine.Acquiring)
-	declare(a, decl("west", 1), statemachine.Regressed)
+	declareIn(ctx, t, b, decl("west", 2), statemachine.Acquiring)
+	declareIn(ctx, t, a, decl("west", 1), statemachine.Regressed)
 }
 
 // TestWatchCatchesUpAfterCompaction makes the etcd watch start below the
