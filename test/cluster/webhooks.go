@@ -62,33 +62,11 @@ func ComponentWebhooks(fenced ...schema.GroupResource) *envtest.WebhookInstallOp
 			Service: &admissionregistrationv1.ServiceReference{Name: "fencegate", Namespace: "fencegate-system", Path: ptr.To(path)},
 		}
 	}
-	sideEffects := admissionregistrationv1.SideEffectClassNone
 	validating := func(name string, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
-		return admissionregistrationv1.ValidatingWebhook{
-			Name:                    name,
-			ClientConfig:            clientConfig("/validate"),
-			Rules:                   rules,
-			NamespaceSelector:       namespaces,
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			SideEffects:             &sideEffects,
-			TimeoutSeconds:          ptr.To[int32](5),
-			AdmissionReviewVersions: []string{"v1"},
-		}
+		return ValidatingWebhook(name, clientConfig("/validate"), rules, namespaces)
 	}
 	mutating := func(name string, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
-		return admissionregistrationv1.MutatingWebhook{
-			Name:                    name,
-			ClientConfig:            clientConfig("/mutate"),
-			Rules:                   rules,
-			NamespaceSelector:       namespaces,
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			SideEffects:             &sideEffects,
-			TimeoutSeconds:          ptr.To[int32](5),
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
-		}
+		return MutatingWebhook(name, clientConfig("/mutate"), rules, namespaces)
 	}
 	validate := []admissionregistrationv1.ValidatingWebhook{validating("validate.components.fencegate.dev", components("components", "components/status"), nil)}
 	mutate := []admissionregistrationv1.MutatingWebhook{mutating("mutate.components.fencegate.dev", components("components"), nil)}
@@ -105,5 +83,40 @@ func ComponentWebhooks(fenced ...schema.GroupResource) *envtest.WebhookInstallOp
 			ObjectMeta: metav1.ObjectMeta{Name: MutatingWebhookName},
 			Webhooks:   mutate,
 		}},
+	}
+}
+
+// ValidatingWebhook is a validating webhook entry as the chart writes
+// fencegate's: failurePolicy Fail, matchPolicy Equivalent, sideEffects
+// None, a 5 s timeout, admission.k8s.io/v1.
+func ValidatingWebhook(name string, cc admissionregistrationv1.WebhookClientConfig, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:                    name,
+		ClientConfig:            cc,
+		Rules:                   rules,
+		NamespaceSelector:       namespaces,
+		FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+		MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+		TimeoutSeconds:          ptr.To[int32](5),
+		AdmissionReviewVersions: []string{"v1"},
+	}
+}
+
+// MutatingWebhook is a mutating webhook entry as the chart writes
+// fencegate's: as ValidatingWebhook, and never reinvoked.
+func MutatingWebhook(name string, cc admissionregistrationv1.WebhookClientConfig, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
+	v := ValidatingWebhook(name, cc, rules, namespaces)
+	return admissionregistrationv1.MutatingWebhook{
+		Name:                    v.Name,
+		ClientConfig:            v.ClientConfig,
+		Rules:                   v.Rules,
+		NamespaceSelector:       v.NamespaceSelector,
+		FailurePolicy:           v.FailurePolicy,
+		MatchPolicy:             v.MatchPolicy,
+		SideEffects:             v.SideEffects,
+		TimeoutSeconds:          v.TimeoutSeconds,
+		AdmissionReviewVersions: v.AdmissionReviewVersions,
+		ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencegate/fencegate/internal/testcerts"
+	"github.com/fencegate/fencegate/test/cluster"
 )
 
 // bareWebhooksName names the bare webhooks' configurations, and prefixes
@@ -79,35 +80,20 @@ func startBareWebhooks(tb testing.TB, ctx context.Context, cl client.Client, nam
 		}}
 	}
 	only := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}}
-	sideEffects := admissionregistrationv1.SideEffectClassNone
+	clientConfig := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + path), CABundle: ca.CertPEM}
+	}
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: bareWebhooksName},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "mutate." + bareWebhooksName,
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + "/mutate"), CABundle: ca.CertPEM},
-			Rules:                   rules("components"),
-			NamespaceSelector:       only,
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			SideEffects:             &sideEffects,
-			TimeoutSeconds:          ptr.To[int32](5),
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
-		}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{
+			cluster.MutatingWebhook("mutate."+bareWebhooksName, clientConfig("/mutate"), rules("components"), only),
+		},
 	}
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: bareWebhooksName},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "validate." + bareWebhooksName,
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + "/validate"), CABundle: ca.CertPEM},
-			Rules:                   rules("components", "components/status"),
-			NamespaceSelector:       only,
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			SideEffects:             &sideEffects,
-			TimeoutSeconds:          ptr.To[int32](5),
-			AdmissionReviewVersions: []string{"v1"},
-		}},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			cluster.ValidatingWebhook("validate."+bareWebhooksName, clientConfig("/validate"), rules("components", "components/status"), only),
+		},
 	}
 	if err := cl.Create(ctx, mutating); err != nil {
 		return nil, fmt.Errorf("create the bare mutating webhook: %w", err)
