@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -31,6 +32,38 @@ func BenchmarkWriteFence(b *testing.B) {
 	b.Run("transition", func(b *testing.B) {
 		alternateTransitions(b, newEngine(b, engine.Options{}))
 	})
+	b.Run("transition/chart-config", func(b *testing.B) {
+		alternateTransitions(b, newEngine(b, engine.Options{ConfigFile: writeTemp(b, "config.json", chartConfig)}))
+	})
+}
+
+// chartConfig is data.fencegate.config as the chart renders it by default:
+// fencegate's own service account is the controller user.
+const chartConfig = `{"controller_users": ["system:serviceaccount:fencegate-system:fencegate"]}`
+
+// BenchmarkAdmitUndecided measures an admission decision that nothing
+// remembered answers: every request comes from a user not seen before, which
+// the policies read under the chart's config. It is the residual's
+// evaluation, the cost of each new kind of request.
+func BenchmarkAdmitUndecided(b *testing.B) {
+	body := enginetest.LargeUpdate(b)
+	const user = "system:serviceaccount:ci:deployer"
+	for _, state := range []fencestate.State{eastActive, westFenced} {
+		e := newEngine(b, engine.Options{ConfigFile: writeTemp(b, "config.json", chartConfig)})
+		writeFence(b, e, state)
+		b.Run(string(state.Status), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				// Same length, so that only the user differs.
+				next := bytes.Replace(body, []byte(user), fmt.Appendf(nil, "system:serviceaccount:ci:%08d", i), 1)
+				if _, err := e.Admit(context.Background(), next); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkAdmit measures one admission decision of a realistic UPDATE of

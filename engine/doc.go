@@ -20,7 +20,10 @@
 // admission entry point is partially evaluated with the input unknown:
 // everything that depends only on the fence state and the config (which
 // branch applies, the messages, the annotations to stamp) is evaluated
-// once, and each request evaluates what is left. A heartbeat that changes
+// once, and each request evaluates what is left. Rules that depend on the
+// request stay rules of the residual, written once each (shallow
+// inlining): inlining them would copy every rule that uses a negation once
+// per term of its negated conditions' cross product. A heartbeat that changes
 // nothing the policies read keeps the residual; once one did, the next
 // heartbeats skip partial evaluation and only swap the renewed values into
 // the data (snapshot.renewed). Rules whose value may
@@ -35,7 +38,9 @@
 // OPA values: a 6 KB UPDATE with managedFields costs more to convert than to
 // evaluate, and the shipped policies read a handful of fields. A value keeps
 // its type, so type checks and object.get see what they would see in the
-// whole review.
+// whole review. The compiler's locals that only name a part of input
+// (__local1__ = input.request.object, taken out of a call) are read
+// through, so that object.get on them still reads just its member.
 //
 // The reduction (reduce.go). Parsing is cut down the same way: one pass
 // checks the body as strictly as JSON (no NaN, no bad escape, no control

@@ -167,9 +167,98 @@ func inputPathsOf(modules map[string]*ast.Module) *pathTree {
 		return false
 	})
 	for _, m := range modules {
-		visitor.Walk(m)
+		visitor.Walk(withoutInputAliases(m))
 	}
 	return tree
+}
+
+// withoutInputAliases returns a copy of m in which each of the compiler's
+// local variables that only names a part of input (__local1__ =
+// input.request.object, which the compiler writes to take a call's
+// argument out of the call) is replaced by that reference, and its
+// assignment dropped. The calls that read less than their argument then
+// show as such: object.get(__local1__, ["metadata", "name"], null) reads
+// input.request.object.metadata.name, not all of input.request.object.
+//
+// A local is replaced only where that is exactly the same: it is assigned
+// by one such expression and occurs nowhere outside the body holding it
+// (not in its rule's head, not in an enclosing body that binds it). Any other use
+// of it in the body still reads the whole reference once replaced. The
+// copy is only read for its paths; a dropped assignment becomes true.
+func withoutInputAliases(m *ast.Module) *ast.Module {
+	m = m.Copy()
+	for _, rule := range m.Rules {
+		withoutInputAliasesIn(rule)
+	}
+	return m
+}
+
+// withoutInputAliasesIn replaces the input aliases in rule's bodies (see
+// withoutInputAliases). A rule is the scope of its variables.
+func withoutInputAliasesIn(rule *ast.Rule) {
+	inRule := varCounts(rule)
+	ast.WalkBodies(rule, func(body ast.Body) bool {
+		inBody := varCounts(body)
+		assigned := map[ast.Var]int{}
+		for _, expr := range body {
+			if v, _, ok := inputAlias(expr); ok {
+				assigned[v]++
+			}
+		}
+		aliases := map[ast.Var]ast.Ref{}
+		for i, expr := range body {
+			if v, ref, ok := inputAlias(expr); ok && assigned[v] == 1 && inBody[v] == inRule[v] {
+				aliases[v] = ref
+				body[i] = ast.NewExpr(ast.BooleanTerm(true))
+			}
+		}
+		if len(aliases) == 0 {
+			return false
+		}
+		for i, expr := range body {
+			x, _ := ast.TransformVars(expr, func(v ast.Var) (ast.Value, error) {
+				if ref, ok := aliases[v]; ok {
+					return ref.Copy(), nil
+				}
+				return v, nil
+			})
+			body[i] = x.(*ast.Expr)
+		}
+		return false
+	})
+}
+
+// varCounts counts the occurrences of each variable in x.
+func varCounts(x any) map[ast.Var]int {
+	counts := map[ast.Var]int{}
+	ast.WalkVars(x, func(v ast.Var) bool {
+		counts[v]++
+		return false
+	})
+	return counts
+}
+
+// inputAlias reports whether expr assigns a reference to input made of
+// constant keys to one of the compiler's local variables (__localN__ =
+// input.x.y), and which.
+func inputAlias(expr *ast.Expr) (ast.Var, ast.Ref, bool) {
+	if expr.Negated || len(expr.With) > 0 || !expr.IsEquality() {
+		return "", nil, false
+	}
+	a, b := expr.Operand(0), expr.Operand(1)
+	if _, ok := b.Value.(ast.Var); ok {
+		a, b = b, a
+	}
+	v, isVar := a.Value.(ast.Var)
+	if !isVar || !v.IsGenerated() {
+		return "", nil, false
+	}
+	// Only a reference of constant keys: one with a variable in it
+	// (input.x[k]) binds that variable, which the replacement would lose.
+	if _, ok := inputRefPath(b); !ok {
+		return "", nil, false
+	}
+	return v, b.Value.(ast.Ref), true
 }
 
 // typeChecks are the builtins that read only their argument's type.

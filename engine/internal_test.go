@@ -97,6 +97,29 @@ b if is_object(input.request.object.metadata.annotations)`,
 			rules: `a if { some i; object.get(input.items[i], "x", null) }`,
 			want:  "input.items",
 		},
+		// The compiler takes a call's arguments out into locals, and partial
+		// evaluation's support rules keep them.
+		"a local naming part of input": {
+			rules: `a if { __local1__ = input.request.object; object.get(__local1__, ["metadata", "name"], null) == "x" }
+b if { __local1__ = input.request.old; is_object(__local1__) }`,
+			want: "input.request.object.metadata.name input.request.old:type",
+		},
+		"a local assigned twice reads both": {
+			rules: `a if { __local1__ = input.request.a; __local1__ = input.request.b; is_string(__local1__) }`,
+			want:  "input.request.a input.request.b",
+		},
+		"a local with a variable key binds the key": {
+			rules: `a if { some k; __local1__ = input.request.labels[k]; is_string(__local1__); k == "x" }`,
+			want:  "input.request.labels",
+		},
+		"a local in the rule's head": {
+			rules: `a := __local1__ if { __local1__ = input.request.object; is_object(__local1__) }`,
+			want:  "input.request.object",
+		},
+		"a local compared in a comprehension": {
+			rules: `a if { __local1__ = input.request.object; is_object(__local1__); [1 | __local1__ = input.request.old] }`,
+			want:  "input.request.object input.request.old",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
