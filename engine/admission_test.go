@@ -302,10 +302,9 @@ func TestAdmitAsTheReference(t *testing.T) {
 	}
 	configs := map[string]string{
 		"defaults": "",
-		"deny": `{"enforcement": "deny", "exempt_users": ["root-admin"], "exempt_groups": ["break-glass"],
-			"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`,
-		"warn":   `{"enforcement": "warn", "exempt_groups": ["break-glass"], "controller_users": ["system:serviceaccount:fencegate:fencegate"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`,
-		"dryrun": `{"enforcement": "dryrun", "exempt_users": ["root-admin"]}`,
+		"deny":     denyConfig,
+		"warn":     `{"enforcement": "warn", "exempt_groups": ["break-glass"], "controller_users": ["system:serviceaccount:fencegate:fencegate"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`,
+		"dryrun":   `{"enforcement": "dryrun", "exempt_users": ["root-admin"]}`,
 	}
 	policySets := map[string]map[string]string{"shipped": nil, "custom": customPolicies}
 	requests := equivalenceRequests(t)
@@ -351,14 +350,24 @@ func FuzzAdmit(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	p := newPair(f, nil, "")
-	p.writeFence(f, westFenced)
+	// The defaults, and a config whose every key the policies read.
+	pairs := []pair{newPair(f, nil, ""), newPair(f, nil, denyConfig)}
+	for _, p := range pairs {
+		p.writeFence(f, westFenced)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if err := p.compare(body); err != nil {
-			t.Fatal(err)
+		for _, p := range pairs {
+			if err := p.compare(body); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }
+
+// denyConfig sets every config key the admission policy reads, with
+// enforcement deny.
+const denyConfig = `{"enforcement": "deny", "exempt_users": ["root-admin"], "exempt_groups": ["break-glass"],
+	"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`
 
 // leaseAwarePolicies read the fields a renewal moves: every renewal must
 // give them new decisions, never the remembered ones.
