@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 )
@@ -139,6 +141,10 @@ func Start(opts Options) (*ControlPlane, error) {
 			return nil, fmt.Errorf("configure control plane %q: %w", name, err)
 		}
 	}
+	// controller-runtime's loggers (envtest's, and those of controllers
+	// the tests run in process) log nothing, as before a logger is set,
+	// without warning that none was.
+	ctrllog.SetLogger(logr.Discard())
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()
