@@ -369,6 +369,75 @@ func FuzzAdmit(f *testing.F) {
 const denyConfig = `{"enforcement": "deny", "exempt_users": ["root-admin"], "exempt_groups": ["break-glass"],
 	"exempt_namespaces": ["sandbox"], "controller_users": ["system:serviceaccount:fencegate:fencegate"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`
 
+// TestNarrowLookingReadsAsTheReference checks policies whose reads of the
+// input look narrower than they are: a local the policy never uses again,
+// which still needs its value to be there, and a type check replaced by a
+// function that reads the whole value (in the rule, or around a rule that
+// calls it). Each pair of requests differs only in what such a read sees,
+// so a projection or a remembered decision that misses it decides one of
+// them wrongly.
+func TestNarrowLookingReadsAsTheReference(t *testing.T) {
+	const unused = `package fencegate.admission
+
+default allowed := true
+
+allowed := false if { x := input.request.dryRun }
+
+decision := {"allowed": allowed, "reasons": [], "warnings": [], "patch": [], "violations": []}
+`
+	const mockElse = `package fencegate.admission
+
+allowed := false if {
+	x := input.request.object
+	is_object(x) with is_object as disabled
+} else := true
+
+disabled(o) if o.spec.enabled == false
+
+decision := {"allowed": allowed, "reasons": [], "warnings": [], "patch": [], "violations": []}
+`
+	const mockOuter = `package fencegate.admission
+
+allowed := false if {
+	typed with is_object as disabled
+} else := true
+
+typed if is_object(input.request.object)
+
+disabled(o) if o.spec.enabled == false
+
+decision := {"allowed": allowed, "reasons": [], "warnings": [], "patch": [], "violations": []}
+`
+	const head = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"UPDATE","kind":{"group":"components.fencegate.dev","kind":"Component"},`
+	for name, tc := range map[string]struct {
+		policy string
+		bodies []string
+	}{
+		"unused local": {unused, []string{
+			head + `"object":{}}}`,
+			head + `"dryRun":true,"object":{}}}`,
+		}},
+		"type check mocked around": {mockOuter, []string{
+			head + `"object":{"spec":{"enabled":true}}}}`,
+			head + `"object":{"spec":{"enabled":false}}}}`,
+		}},
+		"mocked type check": {mockElse, []string{
+			head + `"object":{"spec":{"enabled":true}}}}`,
+			head + `"object":{"spec":{"enabled":false}}}}`,
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPair(t, map[string]string{"admission.rego": tc.policy}, "")
+			p.writeFence(t, westFenced)
+			for _, body := range tc.bodies {
+				if err := p.compare([]byte(body)); err != nil {
+					t.Errorf("%s: %v", body, err)
+				}
+			}
+		})
+	}
+}
+
 // leaseAwarePolicies read the fields a renewal moves: every renewal must
 // give them new decisions, never the remembered ones.
 var leaseAwarePolicies = map[string]string{

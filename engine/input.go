@@ -85,6 +85,9 @@ func (t *pathTree) touch(path []string) *pathTree {
 // input.
 func inputPathsOf(modules map[string]*ast.Module) *pathTree {
 	tree := &pathTree{}
+	// A call replaced by a function of the author's (with is_object as f)
+	// may read all of its argument: then no call reads less.
+	narrowCalls := !replacesNarrowCalls(modules)
 	var visitor *ast.GenericVisitor
 	walkAll := func(terms []*ast.Term) {
 		for _, t := range terms {
@@ -94,6 +97,9 @@ func inputPathsOf(modules map[string]*ast.Module) *pathTree {
 	// call handles a builtin call; it reports false for a call it does not
 	// know, whose operands are then walked as any other terms.
 	call := func(operator *ast.Term, operands []*ast.Term) bool {
+		if !narrowCalls {
+			return false
+		}
 		name := operator.String()
 		switch {
 		case typeChecks[name] && len(operands) >= 1:
@@ -167,24 +173,44 @@ func inputPathsOf(modules map[string]*ast.Module) *pathTree {
 		return false
 	})
 	for _, m := range modules {
-		visitor.Walk(withoutInputAliases(m))
+		if narrowCalls {
+			m = withoutInputAliases(m)
+		}
+		visitor.Walk(m)
 	}
 	return tree
+}
+
+// replacesNarrowCalls reports whether an expression of the modules replaces
+// a type check or object.get with a with modifier.
+func replacesNarrowCalls(modules map[string]*ast.Module) bool {
+	found := false
+	for _, m := range modules {
+		ast.WalkExprs(m, func(expr *ast.Expr) bool {
+			for _, w := range expr.With {
+				name := w.Target.String()
+				found = found || typeChecks[name] || name == "object.get"
+			}
+			return found
+		})
+	}
+	return found
 }
 
 // withoutInputAliases returns a copy of m in which each of the compiler's
 // local variables that only names a part of input (__local1__ =
 // input.request.object, which the compiler writes to take a call's
-// argument out of the call) is replaced by that reference, and its
-// assignment dropped. The calls that read less than their argument then
-// show as such: object.get(__local1__, ["metadata", "name"], null) reads
-// input.request.object.metadata.name, not all of input.request.object.
+// argument out of the call) is replaced by that reference. The calls that
+// read less than their argument then show as such: object.get(__local1__,
+// ["metadata", "name"], null) reads input.request.object.metadata.name,
+// not all of input.request.object.
 //
 // A local is replaced only where that is exactly the same: it is assigned
 // by one such expression and occurs nowhere outside the body holding it
-// (not in its rule's head, not in an enclosing body that binds it). Any other use
-// of it in the body still reads the whole reference once replaced. The
-// copy is only read for its paths; a dropped assignment becomes true.
+// (not in its rule's head, not in an enclosing body that binds it). Any
+// other use of it in the body still reads the whole reference once
+// replaced. The copy is only read for its paths: the assignment becomes a
+// type check of the reference, which reads that the value is there.
 func withoutInputAliases(m *ast.Module) *ast.Module {
 	m = m.Copy()
 	for _, rule := range m.Rules {
@@ -209,7 +235,9 @@ func withoutInputAliasesIn(rule *ast.Rule) {
 		for i, expr := range body {
 			if v, ref, ok := inputAlias(expr); ok && assigned[v] == 1 && inBody[v] == inRule[v] {
 				aliases[v] = ref
-				body[i] = ast.NewExpr(ast.BooleanTerm(true))
+				// The assignment needs the value to be there, as a
+				// type check does.
+				body[i] = ast.IsObject.Expr(ast.NewTerm(ref.Copy()))
 			}
 		}
 		if len(aliases) == 0 {

@@ -116,6 +116,16 @@ b if { __local1__ = input.request.old; is_object(__local1__) }`,
 			rules: `a := __local1__ if { __local1__ = input.request.object; is_object(__local1__) }`,
 			want:  "input.request.object",
 		},
+		"a local used nowhere else still needs its value": {
+			rules: `a if { __local1__ = input.request.dryRun }`,
+			want:  "input.request.dryRun:type",
+		},
+		"a type check replaced by a function reads its argument": {
+			rules: `a if { __local1__ = input.request.object; is_object(__local1__) with is_object as f }
+b if object.get(input.request.old, "x", null)
+f(x) if x.spec.enabled`,
+			want: "input.request.object input.request.old",
+		},
 		"a local compared in a comprehension": {
 			rules: `a if { __local1__ = input.request.object; is_object(__local1__); [1 | __local1__ = input.request.old] }`,
 			want:  "input.request.object input.request.old",
