@@ -83,7 +83,6 @@ func TestRunMemory(t *testing.T) {
 type runMemory struct {
 	ctx     context.Context
 	cluster *stack.Cluster
-	pprof   string
 	// client makes the Components, without a client-side limit.
 	client client.Client
 	// token is the fencing token every Component is marked with.
@@ -108,7 +107,7 @@ func startRunMemory(tb testing.TB) *runMemory {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m := &runMemory{ctx: ctx, cluster: east, pprof: east.Replicas[0].Pprof, client: cl}
+	m := &runMemory{ctx: ctx, cluster: east, client: cl}
 	m.token = waitHeldDefault(tb, ctx, cl).Status.Token
 	m.waitQuiet(tb)
 	m.none = m.read(tb)
@@ -225,7 +224,14 @@ func sumMetric(ctx context.Context, addr, name string) (float64, error) {
 // and its resident memory.
 func (m *runMemory) read(tb testing.TB) memoryReading {
 	tb.Helper()
-	req, err := http.NewRequestWithContext(m.ctx, http.MethodGet, "http://"+m.pprof+"/debug/pprof/heap?gc=1", nil)
+	return readMemory(tb, m.ctx, m.cluster.Replicas[0])
+}
+
+// readMemory makes a fencegate run replica (started with profiling) collect
+// its garbage, then reads its heap in use and its resident memory.
+func readMemory(tb testing.TB, ctx context.Context, r *stack.Replica) memoryReading {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Pprof+"/debug/pprof/heap?gc=1", nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -237,11 +243,11 @@ func (m *runMemory) read(tb testing.TB) memoryReading {
 	if resp.StatusCode != http.StatusOK {
 		tb.Fatalf("fencegate's heap profile: HTTP %d", resp.StatusCode)
 	}
-	heap, err := sumMetric(m.ctx, m.cluster.Metrics, "go_memstats_heap_inuse_bytes")
+	heap, err := sumMetric(ctx, r.Metrics, "go_memstats_heap_inuse_bytes")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := procfs.NewProc(m.cluster.Run.Pid())
+	p, err := procfs.NewProc(r.Run.Pid())
 	if err != nil {
 		tb.Fatal(err)
 	}
