@@ -32,11 +32,12 @@ GO_TEST       ?= go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -ldflags=-
 
 BUILD_TOOLS := hack/build-tools.sh
 
-# bin/fencegate is built as the image carries it (hack/build-fencegate.sh):
-# the tests' fencegate processes and the image share its compiled packages.
+# bin/fencegate and bin/fencegate-authority are built as the image carries
+# them (hack/build-fencegate.sh): the tests' processes and the image share
+# their compiled packages.
 .PHONY: build
-build: ## Build bin/fencegate (static, as in the image).
-	VERSION=$(VERSION) hack/build-fencegate.sh bin/fencegate
+build: ## Build bin/fencegate and bin/fencegate-authority (static, as in the image).
+	VERSION=$(VERSION) hack/build-fencegate.sh bin
 
 .PHONY: tools
 tools: ## Build every pinned tool into .cache (once per version).

@@ -243,7 +243,7 @@ func startAuthorityProcess(tb testing.TB, clusters int) *authorityProcess {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if r.authority, err = proc.Start(bin, dir, "authority", "authority",
+	if r.authority, err = proc.Start(stack.AuthorityBinary(bin), dir, "authority",
 		"--listen", r.addr, "--etcd-endpoints", etcdURL, "--metrics-address", health,
 		"--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile, "--authorization-file", authorization,
 		"--log-format", "console"); err != nil {

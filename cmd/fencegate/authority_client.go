@@ -11,11 +11,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/tlsutil"
 )
-
-// defaultAuthorityAddress is where `fencegate authority` listens by default.
-const defaultAuthorityAddress = "127.0.0.1:7443"
 
 // authorityClientOptions are the flags that reach a fence authority, shared
 // by every command that talks to one.
@@ -26,7 +24,7 @@ type authorityClientOptions struct {
 }
 
 func (o *authorityClientOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.address, "authority", defaultAuthorityAddress, "address (host:port) of the fence authority")
+	fs.StringVar(&o.address, "authority", cli.DefaultAuthorityAddress, "address (host:port) of the fence authority")
 	fs.StringVar(&o.tls.CAFile, "authority-ca", "", "file of the CAs that the authority's certificate must chain to (default: the system's roots)")
 	fs.StringVar(&o.tls.CertFile, "authority-cert", "", "client certificate file for an authority that requires mTLS")
 	fs.StringVar(&o.tls.KeyFile, "authority-key", "", "key file of --authority-cert")
@@ -47,7 +45,7 @@ func (o *authorityClientOptions) tlsConfig() (*tls.Config, error) {
 	switch {
 	case o.insecure && o.tls.Enabled():
 		return nil, errors.New("--authority-insecure turns TLS off: it cannot be combined with --authority-ca, --authority-cert, --authority-key or --authority-server-name")
-	case o.insecure, !o.tls.Enabled() && isLoopback(o.address):
+	case o.insecure, !o.tls.Enabled() && cli.IsLoopback(o.address):
 		return nil, nil
 	}
 	cfg, err := tlsutil.Client(o.tls)
@@ -70,18 +68,4 @@ func (o *authorityClientOptions) dial(ctx context.Context) (*grpc.ClientConn, er
 	}
 	context.AfterFunc(ctx, func() { _ = conn.Close() })
 	return conn, nil
-}
-
-// isLoopback reports whether a host:port address stays on this machine:
-// "localhost" or a loopback IP. An empty host listens on every interface.
-func isLoopback(address string) bool {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

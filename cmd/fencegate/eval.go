@@ -20,6 +20,7 @@ import (
 	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/hold"
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 // Exit codes of fencegate eval.
@@ -83,14 +84,14 @@ input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := o.run(cmd)
-			if err != nil && !errors.As(err, new(*exitCodeError)) {
-				err = &exitCodeError{code: evalExitBadInput, err: err}
+			if err != nil && !errors.As(err, new(*cli.ExitCodeError)) {
+				err = &cli.ExitCodeError{Code: evalExitBadInput, Err: err}
 			}
 			return err
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitCodeError{code: evalExitBadInput, err: err}
+		return &cli.ExitCodeError{Code: evalExitBadInput, Err: err}
 	})
 	fs := cmd.Flags()
 	fs.StringVarP(&o.file, "filename", "f", "", "the Component (YAML or JSON): the object as submitted, or for DELETE the object deleted")
@@ -204,7 +205,7 @@ func (o *evalOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("print the decision: %w", err)
 	}
 	if !out.Allowed {
-		return &exitCodeError{code: evalExitDenied, err: errors.New("the request is denied")}
+		return &cli.ExitCodeError{Code: evalExitDenied, Err: errors.New("the request is denied")}
 	}
 	return nil
 }
@@ -274,7 +275,7 @@ func (o *evalOptions) runHold(cmd *cobra.Command) error {
 		return fmt.Errorf("print the decision: %w", err)
 	}
 	if decision.Hold {
-		return &exitCodeError{code: evalExitDenied, err: errors.New("the object is held")}
+		return &cli.ExitCodeError{Code: evalExitDenied, Err: errors.New("the object is held")}
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 const evalComponent = `apiVersion: components.fencegate.dev/v1alpha1
@@ -87,7 +89,7 @@ func runEval(t *testing.T, args ...string) (stdout string, code int, err error) 
 	t.Helper()
 	stdout, _, err = runRoot(context.Background(), append([]string{"eval"}, args...)...)
 	if err != nil {
-		code = exitCode(err)
+		code = cli.ExitCode(err)
 	}
 	return stdout, code, err
 }

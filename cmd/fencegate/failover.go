@@ -16,6 +16,7 @@ import (
 	"github.com/fencegate/fencegate/authority/statemachine"
 	"github.com/fencegate/fencegate/failover"
 	"github.com/fencegate/fencegate/fenceagent"
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 // Exit codes of `fencegate failover`, beside 0 (done) and 1 (an error
@@ -147,11 +148,11 @@ func withFailoverExitCode(err error) error {
 	var step *failover.StepError
 	switch {
 	case errors.As(err, &timeout):
-		return &exitCodeError{code: exitFailoverTimeout, err: err}
+		return &cli.ExitCodeError{Code: exitFailoverTimeout, Err: err}
 	case errors.As(err, &refused), errors.As(err, &step):
-		return &exitCodeError{code: exitFailoverRefused, err: err}
+		return &cli.ExitCodeError{Code: exitFailoverRefused, Err: err}
 	case errors.As(err, &loud):
-		return &exitCodeError{code: exitFailoverNotQuiesced, err: err}
+		return &cli.ExitCodeError{Code: exitFailoverNotQuiesced, Err: err}
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/failover"
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 func TestFailoverFlagErrors(t *testing.T) {
@@ -65,7 +66,7 @@ func TestFailoverExitCodes(t *testing.T) {
 			err := withFailoverExitCode(tc.err)
 			got := 0
 			if err != nil {
-				got = exitCode(err)
+				got = cli.ExitCode(err)
 			}
 			if got != tc.want || !errors.Is(err, tc.err) {
 				t.Errorf("exit %d (%v), want %d with the error", got, err, tc.want)

@@ -40,6 +40,7 @@ import (
 	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/hold"
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/envflag"
 	"github.com/fencegate/fencegate/internal/runnable"
 	"github.com/fencegate/fencegate/internal/webhookcerts"
@@ -103,7 +104,7 @@ type runOptions struct {
 	shutdownTimeout         time.Duration
 }
 
-func newRunCommand(logs *logOptions) *cobra.Command {
+func newRunCommand(logs *cli.LogOptions) *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -119,7 +120,7 @@ spec.epoch on the standby above the active's epoch (fencegate failover).`,
 			if err := o.validate(); err != nil {
 				return err
 			}
-			logger, err := logs.logger(cmd)
+			logger, err := logs.Logger(cmd)
 			if err != nil {
 				return err
 			}

@@ -41,7 +41,7 @@ import (
 var operatorTargetLabels = []string{"job", "instance", "namespace", "pod", "service", "container", "endpoint"}
 
 // TestMetricsTheAlertsAndDashboardUseExist runs the real `fencegate run`
-// and `fencegate authority`, makes some traffic, scrapes their /metrics,
+// and `fencegate-authority`, makes some traffic, scrapes their /metrics,
 // and checks that every metric and label that the charts' alerts and the
 // dashboard query is exported: an alert on a metric that does not exist
 // never fires, and nothing else would tell.
@@ -401,7 +401,7 @@ func startRefusingAuthority(t *testing.T, ctx context.Context, s *stack.Stack) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proc.Start(s.Binary, s.Dir, "refusing-authority", "authority",
+	p, err := proc.Start(stack.AuthorityBinary(s.Binary), s.Dir, "refusing-authority",
 		"--listen", listen,
 		"--data-dir", filepath.Join(dir, "data"),
 		"--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile,

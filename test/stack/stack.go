@@ -76,7 +76,8 @@ func (c ClusterSpec) label() string {
 
 // Options configure a stack.
 type Options struct {
-	// Binary is the fencegate binary (see Build).
+	// Binary is the fencegate binary (see Build); the authority runs
+	// AuthorityBinary(Binary).
 	Binary string
 	// Dir receives logs, kubeconfigs and the authority's data. It is the
 	// caller's: Stop leaves it, so that the logs outlive a failure.
@@ -138,7 +139,8 @@ type FencedKind struct {
 
 // Stack is a running authority and its clusters.
 type Stack struct {
-	// Binary is the fencegate binary the processes run.
+	// Binary is the fencegate binary the clusters' processes run; the
+	// authority runs AuthorityBinary(Binary).
 	Binary string
 	// Dir holds logs, kubeconfigs and the authority's data.
 	Dir string
@@ -205,17 +207,21 @@ type Replica struct {
 }
 
 // BinaryEnv names the environment variable that points at a fencegate
-// binary already built: make test builds bin/fencegate once and every test
-// package runs it, instead of each linking its own.
+// binary already built, with fencegate-authority beside it: make test builds
+// them once and every test package runs them, instead of each linking its
+// own.
 const BinaryEnv = "FENCEGATE_TEST_BINARY"
 
 // Build returns the fencegate binary named by $FENCEGATE_TEST_BINARY, or
-// without it compiles one into dir, with hack/build-fencegate.sh as `make
-// build` and the image do, and returns its path.
+// without it compiles fencegate and fencegate-authority into dir, with
+// hack/build-fencegate.sh as `make build` and the image do, and returns the
+// path of fencegate. AuthorityBinary gives fencegate-authority's.
 func Build(ctx context.Context, dir string) (string, error) {
 	if bin := os.Getenv(BinaryEnv); bin != "" {
-		if _, err := os.Stat(bin); err != nil {
-			return "", fmt.Errorf("fencegate binary from %s: %w", BinaryEnv, err)
+		for _, b := range []string{bin, AuthorityBinary(bin)} {
+			if _, err := os.Stat(b); err != nil {
+				return "", fmt.Errorf("fencegate binaries from %s: %w", BinaryEnv, err)
+			}
 		}
 		return bin, nil
 	}
@@ -223,12 +229,17 @@ func Build(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "fencegate")
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-fencegate.sh"), bin)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-fencegate.sh"), dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build fencegate: %w\n%s", err, out)
 	}
-	return bin, nil
+	return filepath.Join(dir, "fencegate"), nil
+}
+
+// AuthorityBinary is the fencegate-authority binary that Build puts beside
+// the fencegate binary bin.
+func AuthorityBinary(bin string) string {
+	return filepath.Join(filepath.Dir(bin), "fencegate-authority")
 }
 
 // Start starts the authority and the clusters and waits until every
@@ -431,7 +442,7 @@ func (s *Stack) Cluster(label string) *Cluster {
 func (s *Stack) StartAuthority(ctx context.Context) error {
 	data := filepath.Join(s.Dir, "authority-data")
 	s.opts.Say("starting the fence authority on %s (embedded etcd in %s)", s.AuthorityAddr, data)
-	args := []string{"authority",
+	args := []string{
 		"--listen", s.AuthorityAddr,
 		"--data-dir", data,
 		"--metrics-address", s.authorityHealth,
@@ -445,7 +456,7 @@ func (s *Stack) StartAuthority(ctx context.Context) error {
 	}
 	args = append(args, s.opts.AuthorityFlags...)
 	var err error
-	if s.Authority, err = proc.Start(s.Binary, s.Dir, "authority", args...); err != nil {
+	if s.Authority, err = proc.Start(AuthorityBinary(s.Binary), s.Dir, "authority", args...); err != nil {
 		return err
 	}
 	return s.Authority.WaitHealthy(ctx, http.DefaultClient, "http://"+s.authorityHealth+"/readyz")

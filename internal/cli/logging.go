@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -10,20 +10,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-// logOptions are the root command's logging flags, shared by every
+// LogOptions are the root command's logging flags, shared by every
 // subcommand.
-type logOptions struct {
+type LogOptions struct {
 	level  string
 	format string
 }
 
-func (o *logOptions) addFlags(cmd *cobra.Command) {
+func (o *LogOptions) addFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&o.level, "log-level", "info", "log level: debug, info or error")
 	cmd.PersistentFlags().StringVar(&o.format, "log-format", "json", "log format: json or console")
 }
 
-// logger builds the structured logger that every component logs through.
-func (o *logOptions) logger(cmd *cobra.Command) (logr.Logger, error) {
+// Logger builds the structured logger that every component logs through.
+func (o *LogOptions) Logger(cmd *cobra.Command) (logr.Logger, error) {
 	var level zapcore.Level
 	switch o.level {
 	case "debug":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -17,12 +19,10 @@ import (
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 )
 
-// TestAuthorityCommandAuthorization runs `fencegate authority` with mTLS and
-// an authorization file, and the operator's `fencegate fence` commands
-// with their own certificate from their own variables: a cluster acts only
-// as itself, an operator's release is refused and its revocation recorded
-// with its identity, and a broken file leaves the last good one in force,
-// as /readyz says.
+// TestAuthorityCommandAuthorization runs fencegate-authority with mTLS and
+// an authorization file: a cluster acts only as itself, an operator's
+// release is refused and its revocation recorded with its identity, and a
+// broken file leaves the last good one in force, as /readyz says.
 func TestAuthorityCommandAuthorization(t *testing.T) {
 	const (
 		eastID   = "spiffe://fencegate.test/cluster/east"
@@ -31,10 +31,6 @@ func TestAuthorityCommandAuthorization(t *testing.T) {
 	dir := t.TempDir()
 	ca, caFile, serverCert, serverKey := authorityTLSFiles(t, dir)
 	oncall, err := ca.ClientFor(oncallID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	oncallCert, oncallKey, err := oncall.WriteFiles(dir, "oncall")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,35 +70,37 @@ func TestAuthorityCommandAuthorization(t *testing.T) {
 		t.Fatalf("east declares as west: %v, want PermissionDenied", err)
 	}
 
-	// The operator's commands read FENCEGATE_FENCE_*, and never a pod's
-	// FENCEGATE_EPOCH or FENCEGATE_CLUSTER_UID.
-	for k, v := range map[string]string{
-		"FENCEGATE_FENCE_AUTHORITY": listen, "FENCEGATE_FENCE_AUTHORITY_CA": caFile,
-		"FENCEGATE_FENCE_AUTHORITY_CERT": oncallCert, "FENCEGATE_FENCE_AUTHORITY_KEY": oncallKey,
-		"FENCEGATE_EPOCH": "1", "FENCEGATE_CLUSTER_UID": "uid-east", "FENCEGATE_INSTANCE": "",
-	} {
-		t.Setenv(k, v)
-	}
-	_, _, err = runRoot(ctx, "fence", "release", "--cluster", "east")
-	if err == nil || !strings.Contains(err.Error(), "--cluster, --cluster-uid and --epoch name the holder that releases") {
-		t.Errorf("fence release took the pod's variables: %v", err)
-	}
-	_, _, err = runRoot(ctx, "fence", "release", "--cluster", "east", "--cluster-uid", "uid-east", "--epoch", "1")
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "an operator revokes leases") {
-		t.Errorf("the operator releases: %v, want PermissionDenied", err)
-	}
-	out, _, err := runRoot(ctx, "fence", "revoke", "--cluster", "east")
-	if err != nil || !strings.Contains(out, "Revoked every lease of east") {
-		t.Fatalf("the operator revokes: %v\n%s", err, out)
-	}
-	out, _, err = runRoot(ctx, "fence", "history")
+	oncallTLS, err := ca.ClientConfig(oncall)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"granted", eastID + " via DeclareClusterEpoch", "revoked", oncallID + " via RevokeFence"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("fence history does not show %q:\n%s", want, out)
-		}
+	oncallConn, err := grpc.NewClient(listen, grpc.WithTransportCredentials(credentials.NewTLS(oncallTLS)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = oncallConn.Close() }()
+	operator := fencev1.NewFenceServiceClient(oncallConn)
+	_, err = operator.ReleaseFence(ctx, &fencev1.ReleaseFenceRequest{ClusterName: "east", ClusterUid: "uid-east", Epoch: 1})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "an operator revokes leases") {
+		t.Errorf("the operator releases: %v, want PermissionDenied", err)
+	}
+	if _, err := operator.RevokeFence(ctx, &fencev1.RevokeFenceRequest{ClusterName: "east"}); err != nil {
+		t.Fatalf("the operator revokes: %v", err)
+	}
+	history, err := operator.GetFenceHistory(ctx, &fencev1.GetFenceHistoryRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range history.GetEvents() {
+		got = append(got, fmt.Sprintf("%s by %s via %s", ev.GetType(), ev.GetActor().GetIdentity(), ev.GetActor().GetMethod()))
+	}
+	want := []string{
+		"FENCE_HISTORY_EVENT_TYPE_GRANTED by " + eastID + " via /fencegate.fence.v1.FenceService/DeclareClusterEpoch",
+		"FENCE_HISTORY_EVENT_TYPE_REVOKED by " + oncallID + " via /fencegate.fence.v1.FenceService/RevokeFence",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
 	}
 
 	readyz := func() string {

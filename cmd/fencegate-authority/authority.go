@@ -25,6 +25,7 @@ import (
 	"github.com/fencegate/fencegate/authority/authz"
 	"github.com/fencegate/fencegate/authority/etcdbackend"
 	"github.com/fencegate/fencegate/authority/statemachine"
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/tlsutil"
 )
 
@@ -38,7 +39,7 @@ const (
 	httpShutdownTimeout = 5 * time.Second
 )
 
-// authorityOptions are the flags of `fencegate authority`.
+// authorityOptions are the flags of fencegate-authority.
 type authorityOptions struct {
 	listen         string
 	dataDir        string
@@ -62,10 +63,12 @@ type authorityOptions struct {
 // make every call.
 const authorizationNone = "none"
 
-func newAuthorityCommand(logs *logOptions) *cobra.Command {
+// newAuthorityCommand returns the command that runs the authority: the
+// root command of fencegate-authority.
+func newAuthorityCommand(logs *cli.LogOptions) *cobra.Command {
 	o := &authorityOptions{}
 	cmd := &cobra.Command{
-		Use:   "authority",
+		Use:   "fencegate-authority",
 		Short: "Run the reference fence authority: the gRPC FenceService, its state in etcd",
 		Long: `Run the reference fence authority: the gRPC FenceService that hands the
 ownership fence of each domain to the cluster that declares the highest epoch.
@@ -90,7 +93,7 @@ do everything.`,
 			if err := o.validate(cmd); err != nil {
 				return err
 			}
-			log, err := logs.logger(cmd)
+			log, err := logs.Logger(cmd)
 			if err != nil {
 				return err
 			}
@@ -98,7 +101,7 @@ do everything.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.listen, "listen", defaultAuthorityAddress, "address (host:port) to serve the gRPC FenceService on")
+	fs.StringVar(&o.listen, "listen", cli.DefaultAuthorityAddress, "address (host:port) to serve the gRPC FenceService on")
 	fs.StringVar(&o.dataDir, "data-dir", "./fencegate-authority-data", "directory of the embedded etcd that stores the fence (unused with --etcd-endpoints)")
 	fs.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "client URLs of an external etcd cluster to store the fence in, instead of the embedded etcd (comma-separated)")
 	fs.StringVar(&o.etcdTLS.CAFile, "etcd-ca", "", "file of the CAs that the external etcd's certificates must chain to")
@@ -127,7 +130,7 @@ func (o *authorityOptions) validate(cmd *cobra.Command) error {
 	}
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		errs = append(errs, fmt.Errorf("--listen %q: want host:port: %w", o.listen, err))
-	} else if !o.tls.Enabled() && !o.insecure && !isLoopback(o.listen) {
+	} else if !o.tls.Enabled() && !o.insecure && !cli.IsLoopback(o.listen) {
 		errs = append(errs, fmt.Errorf("--listen %s is not a loopback address: serve TLS with --tls-cert and --tls-key, or pass --insecure to serve plaintext anyway", o.listen))
 	}
 	switch {
@@ -180,7 +183,7 @@ func (o *authorityOptions) validateAuthorization() []error {
 		return nil
 	case o.tls.ClientCAFile != "":
 		return []error{errors.New("--client-ca without --authorization-file: give the file that binds client identities to roles, or --authorization=none to let every client that the CA signed make every call")}
-	case !isLoopback(o.listen):
+	case !cli.IsLoopback(o.listen):
 		return []error{fmt.Errorf("--listen %s is reachable from other machines but no --authorization-file says who may call: give one (with --client-ca), or --authorization=none to let every caller make every call", o.listen)}
 	}
 	return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -22,8 +24,8 @@ import (
 	"github.com/fencegate/fencegate/internal/testcerts"
 )
 
-// runRoot runs the fencegate root command with args and returns its
-// output and error.
+// runRoot runs fencegate-authority with args and returns its output and
+// error.
 func runRoot(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	root := newRootCommand()
 	var out, errOut bytes.Buffer
@@ -96,7 +98,7 @@ func TestAuthorityFlagErrors(t *testing.T) {
 					args[i] = f
 				}
 			}
-			_, _, err := runRoot(context.Background(), append([]string{"authority"}, args...)...)
+			_, _, err := runRoot(context.Background(), args...)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
@@ -149,7 +151,7 @@ func freeAddress(t *testing.T) string {
 	return addr
 }
 
-// startAuthorityCommand runs `fencegate authority args...` until the test
+// startAuthorityCommand runs `fencegate-authority args...` until the test
 // ends or stop is called, and waits until /readyz answers.
 func startAuthorityCommand(t *testing.T, metrics string, args ...string) (stop func() (string, error)) {
 	t.Helper()
@@ -160,7 +162,7 @@ func startAuthorityCommand(t *testing.T, metrics string, args ...string) (stop f
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, stderr, err := runRoot(ctx, append([]string{"authority", "--metrics-address", metrics}, args...)...)
+		_, stderr, err := runRoot(ctx, append([]string{"--metrics-address", metrics}, args...)...)
 		done <- result{stderr, err}
 	}()
 	var stopped *result
@@ -259,6 +261,9 @@ func TestAuthorityCommandServesAndKeepsItsData(t *testing.T) {
 	}
 }
 
+// TestAuthorityCommandMutualTLS serves with --tls-cert, --tls-key and
+// --client-ca: only a client that trusts the authority's CA, checks its
+// name and presents a certificate the CA signed is answered.
 func TestAuthorityCommandMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := testcerts.NewCA("authority-ca")
@@ -281,7 +286,15 @@ func TestAuthorityCommandMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientCert, clientKey, err := client.WriteFiles(dir, "client")
+	clientTLS, err := ca.ClientConfig(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testcerts.NewCA("other-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrusted, err := other.ClientConfig(client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,31 +302,41 @@ func TestAuthorityCommandMutualTLS(t *testing.T) {
 	startAuthorityCommand(t, metrics, "--listen", listen, "--data-dir", filepath.Join(dir, "data"),
 		"--tls-cert", serverCert, "--tls-key", serverKey, "--client-ca", caFile, "--authorization", "none")
 
+	withServerName := func(name string) credentials.TransportCredentials {
+		cfg := clientTLS.Clone()
+		cfg.ServerName = name
+		return credentials.NewTLS(cfg)
+	}
 	tests := map[string]struct {
-		args    []string
+		creds   credentials.TransportCredentials
 		wantErr bool
 	}{
-		"client certificate":      {args: []string{"--authority-ca", caFile, "--authority-cert", clientCert, "--authority-key", clientKey}},
-		"checked server name":     {args: []string{"--authority-ca", caFile, "--authority-cert", clientCert, "--authority-key", clientKey, "--authority-server-name", "authority.test"}},
-		"wrong server name":       {args: []string{"--authority-ca", caFile, "--authority-cert", clientCert, "--authority-key", clientKey, "--authority-server-name", "other.test"}, wantErr: true},
-		"no client certificate":   {args: []string{"--authority-ca", caFile}, wantErr: true},
-		"untrusted server":        {args: []string{"--authority-cert", clientCert, "--authority-key", clientKey}, wantErr: true},
-		"plaintext to TLS server": {args: []string{"--authority-insecure"}, wantErr: true},
+		"client certificate":      {creds: credentials.NewTLS(clientTLS)},
+		"checked server name":     {creds: withServerName("authority.test")},
+		"wrong server name":       {creds: withServerName("other.test"), wantErr: true},
+		"no client certificate":   {creds: credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}), wantErr: true},
+		"untrusted server":        {creds: credentials.NewTLS(untrusted), wantErr: true},
+		"plaintext to TLS server": {creds: insecure.NewCredentials(), wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			out, _, err := runRoot(ctx, append([]string{"fence", "status", "--authority", listen, "--timeout", "5s"}, tc.args...)...)
+			conn, err := grpc.NewClient(listen, grpc.WithTransportCredentials(tc.creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close() }()
+			_, err = fencev1.NewFenceServiceClient(conn).GetFence(ctx, &fencev1.GetFenceRequest{})
 			if tc.wantErr {
 				if err == nil {
-					t.Fatalf("status succeeded:\n%s", out)
+					t.Fatal("the authority answered")
 				}
 				t.Logf("refused as expected: %v", err)
 				return
 			}
-			if err != nil || !strings.HasPrefix(out, "Domain:") {
-				t.Fatalf("status: %v\n%s", err, out)
+			if err != nil {
+				t.Fatalf("get the fence: %v", err)
 			}
 		})
 	}

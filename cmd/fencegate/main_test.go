@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// runRoot runs the fencegate root command with args and returns its
+// output and error.
+func runRoot(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	root := newRootCommand()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+// TestLinksNoAuthority keeps the fence authority and etcd out of the binary
+// a cluster runs: what fencegate links, it pages in at start. Of the
+// authority it may use only the state machine's limits (failover checks an
+// epoch's step against them before raising it).
+func TestLinksNoAuthority(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lists the binary's packages with the go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/fencegate/fencegate/engine") {
+		t.Fatalf("go list names no engine among fencegate's %d packages: not the list of fencegate's packages", len(deps))
+	}
+	for _, dep := range deps {
+		authority := strings.HasPrefix(dep, "github.com/fencegate/fencegate/authority") && dep != "github.com/fencegate/fencegate/authority/statemachine"
+		if authority || strings.HasPrefix(dep, "go.etcd.io/") {
+			t.Errorf("fencegate links %s: the authority's packages belong in fencegate-authority", dep)
+		}
+	}
+}
