@@ -63,8 +63,8 @@ const declareTimeout = 3 * time.Second
 // standbys declaring the holder's epoch or one below (CLUSTER_FENCED), every
 // agent of a cluster on its cluster's one connection, and every agent
 // watching its domain's WatchFence stream. The authority is its own
-// process, `fencegate authority` (FENCEGATE_TEST_BINARY), serving mTLS with
-// an authorization file, over an etcd process of its own (the etcd binary
+// process, `fencegate-authority` (beside FENCEGATE_TEST_BINARY), serving
+// mTLS with an authorization file, over an etcd process of its own (the etcd binary
 // of FENCEGATE_TEST_ASSETS), so that the CPU each spends is read from
 // /proc apart from the load generator's.
 //
@@ -150,7 +150,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 // BenchmarkWatchFanout makes.
 const fanoutTakeovers = 100
 
-// authorityProcess is `fencegate authority` over an etcd process, serving
+// authorityProcess is `fencegate-authority` over an etcd process, serving
 // mTLS with an authorization file that binds each cluster's identity to its
 // name in every domain.
 type authorityProcess struct {

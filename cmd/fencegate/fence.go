@@ -158,7 +158,7 @@ func (o *fenceOptions) forgetCommand() *cobra.Command {
 		Short: "Remove what the authority remembers of a decommissioned or mistyped cluster",
 		Long: `Remove a cluster's record from the authority: its highest epoch, which a
 declaration below it would be refused against, and which bounds the epochs any
-cluster may declare (see --max-epoch-step of "fencegate authority"). Use it for a
+cluster may declare (see --max-epoch-step of fencegate-authority). Use it for a
 cluster that was decommissioned, or one that declared under a mistyped name or
 a wrong epoch. It is refused while that cluster holds the fence or is taking it
 over. It is recorded in "fence history".`,
