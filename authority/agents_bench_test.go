@@ -64,9 +64,9 @@ const declareTimeout = 3 * time.Second
 // agent of a cluster on its cluster's one connection, and every agent
 // watching its domain's WatchFence stream. The authority is its own
 // process, `fencegate-authority` (beside FENCEGATE_TEST_BINARY), serving
-// mTLS with an authorization file, over an etcd process of its own (the etcd binary
-// of FENCEGATE_TEST_ASSETS), so that the CPU each spends is read from
-// /proc apart from the load generator's.
+// mTLS with an authorization file, over an etcd process of its own (the
+// etcd binary of FENCEGATE_TEST_ASSETS), so that the CPU each spends is read
+// from /proc apart from the load generator's.
 //
 // After the agents stop, two floors run against the same etcd, from a bare
 // etcd client in the benchmark's process, on the same schedule (n a second
