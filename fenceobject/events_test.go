@@ -45,7 +45,7 @@ func TestEventsShareOneHandlerPerKind(t *testing.T) {
 	fences := &countingInformer{FakeInformer: controllertest.NewFakeInformer(controllertest.Synced)}
 	leases := &countingInformer{FakeInformer: controllertest.NewFakeInformer(controllertest.Synced)}
 	events := NewEvents(&informertest.FakeInformers{Scheme: scheme, InformersByGVK: map[schema.GroupVersionKind]toolscache.SharedIndexInformer{
-		fencegatev1alpha1.GroupVersion.WithKind("Fence"): fences,
+		fencegatev1alpha1.GroupVersion.WithKind("Fence"):    fences,
 		coordinationv1.SchemeGroupVersion.WithKind("Lease"): leases,
 	}})
 
