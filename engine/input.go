@@ -225,20 +225,30 @@ func withoutInputAliasesIn(rule *ast.Rule) {
 	inRule := varCounts(rule)
 	ast.WalkBodies(rule, func(body ast.Body) bool {
 		inBody := varCounts(body)
-		assigned := map[ast.Var]int{}
-		for _, expr := range body {
-			if v, _, ok := inputAlias(expr); ok {
-				assigned[v]++
+		// Each alias's one assignment, by its index in body; -1 for a
+		// variable assigned more than once.
+		assignment := map[ast.Var]int{}
+		refs := map[ast.Var]ast.Ref{}
+		for i, expr := range body {
+			v, ref, ok := inputAlias(expr)
+			if !ok {
+				continue
 			}
+			if _, again := assignment[v]; again {
+				assignment[v] = -1
+				continue
+			}
+			assignment[v], refs[v] = i, ref
 		}
 		aliases := map[ast.Var]ast.Ref{}
-		for i, expr := range body {
-			if v, ref, ok := inputAlias(expr); ok && assigned[v] == 1 && inBody[v] == inRule[v] {
-				aliases[v] = ref
-				// The assignment needs the value to be there, as a
-				// type check does.
-				body[i] = ast.IsObject.Expr(ast.NewTerm(ref.Copy()))
+		for v, i := range assignment {
+			if i < 0 || inBody[v] != inRule[v] {
+				continue
 			}
+			aliases[v] = refs[v]
+			// The assignment needs the value to be there, as a type
+			// check does.
+			body[i] = ast.IsObject.Expr(ast.NewTerm(refs[v].Copy()))
 		}
 		if len(aliases) == 0 {
 			return false

@@ -10,6 +10,10 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	// The image has no CA bundle: these roots verify an external etcd's
+	// certificate from a public CA when no --etcd-ca is given. A system
+	// bundle, where there is one, is used instead.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/envflag"

@@ -62,17 +62,15 @@ func ComponentWebhooks(fenced ...schema.GroupResource) *envtest.WebhookInstallOp
 			Service: &admissionregistrationv1.ServiceReference{Name: "fencegate", Namespace: "fencegate-system", Path: ptr.To(path)},
 		}
 	}
-	validating := func(name string, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
-		return ValidatingWebhook(name, clientConfig("/validate"), rules, namespaces)
+	validate := []admissionregistrationv1.ValidatingWebhook{
+		ValidatingWebhook("validate.components.fencegate.dev", clientConfig("/validate"), components("components", "components/status"), nil),
 	}
-	mutating := func(name string, rules []admissionregistrationv1.RuleWithOperations, namespaces *metav1.LabelSelector) admissionregistrationv1.MutatingWebhook {
-		return MutatingWebhook(name, clientConfig("/mutate"), rules, namespaces)
+	mutate := []admissionregistrationv1.MutatingWebhook{
+		MutatingWebhook("mutate.components.fencegate.dev", clientConfig("/mutate"), components("components"), nil),
 	}
-	validate := []admissionregistrationv1.ValidatingWebhook{validating("validate.components.fencegate.dev", components("components", "components/status"), nil)}
-	mutate := []admissionregistrationv1.MutatingWebhook{mutating("mutate.components.fencegate.dev", components("components"), nil)}
 	if len(kinds) > 0 {
-		validate = append(validate, validating("validate.kinds.fencegate.dev", kinds, notFencegates))
-		mutate = append(mutate, mutating("mutate.kinds.fencegate.dev", kinds, notFencegates))
+		validate = append(validate, ValidatingWebhook("validate.kinds.fencegate.dev", clientConfig("/validate"), kinds, notFencegates))
+		mutate = append(mutate, MutatingWebhook("mutate.kinds.fencegate.dev", clientConfig("/mutate"), kinds, notFencegates))
 	}
 	return &envtest.WebhookInstallOptions{
 		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{{

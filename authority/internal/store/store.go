@@ -181,8 +181,9 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 func (s *Store) LeaseTTL() time.Duration { return s.machine.LeaseTTL }
 
 // Declare applies a declaration in a (normalized) domain and stores its
-// result, if it changes anything. The result's state is the committed one, with the holder's token
-// filled in. A bad request returns a *rpctypes.FieldError.
+// result, if it changes anything. The result's state is the committed one,
+// with the holder's token filled in. A bad request returns a
+// *rpctypes.FieldError.
 func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Declaration, by Actor) (statemachine.Result, error) {
 	var result statemachine.Result
 	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
