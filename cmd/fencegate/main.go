@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"strings"
 
@@ -34,6 +35,7 @@ func newRootCommand() *cobra.Command {
 	}, logs)
 	root.AddCommand(cli.NewVersionCommand(root.Name(), version))
 	root.AddCommand(newRunCommand(logs))
+	root.AddCommand(newMovedAuthorityCommand())
 	// The daemon reads FENCEGATE_<FLAG>, which its chart sets. The
 	// commands a person runs read FENCEGATE_<COMMAND>_<FLAG>, so that one
 	// run inside a fencegate pod never acts with the pod's cluster UID,
@@ -44,4 +46,18 @@ func newRootCommand() *cobra.Command {
 	}
 	envflag.Document(root)
 	return root
+}
+
+// newMovedAuthorityCommand answers `fencegate authority`, which earlier
+// versions served, with where the authority went, whatever its flags.
+func newMovedAuthorityCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "authority",
+		Short:              "Moved: the fence authority is the fencegate-authority binary",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("the fence authority is a binary of its own: run fencegate-authority, with the same flags and FENCEGATE_ variables")
+		},
+	}
 }

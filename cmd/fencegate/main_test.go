@@ -44,3 +44,20 @@ func TestLinksNoAuthority(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthorityMoved: `fencegate authority`, with any flags, says where the
+// authority went instead of an unknown command.
+func TestAuthorityMoved(t *testing.T) {
+	for name, args := range map[string][]string{
+		"no flags":   {"authority"},
+		"its flags":  {"authority", "--listen", "0.0.0.0:7443", "--data-dir", "/var/lib/fencegate"},
+		"help asked": {"authority", "--help"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := runRoot(context.Background(), args...)
+			if err == nil || !strings.Contains(err.Error(), "run fencegate-authority, with the same flags") {
+				t.Fatalf("error %v, want where the authority went", err)
+			}
+		})
+	}
+}
