@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,7 @@ import (
 	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/hold"
+	"github.com/fencegate/fencegate/internal/notify"
 )
 
 // Options are what Instance, EpochSync and Status share.
@@ -32,9 +34,6 @@ type Options struct {
 	Client client.Client
 	// Cache delivers the events of the Fence and the instances' Leases.
 	Cache cache.Cache
-	// Events hands them to the Keeper; nil means Events of its own. The
-	// Keepers of one cache's domains share one (NewEvents).
-	Events *Events
 	// Domain is the fence domain, the Fence's name.
 	Domain string
 	// Namespace holds the instances' Leases.
@@ -111,9 +110,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	if o.Events == nil && o.Cache != nil {
-		o.Events = NewEvents(o.Cache)
-	}
 	var errs []error
 	if o.Client == nil || o.Cache == nil {
 		errs = append(errs, errors.New("no Kubernetes client or cache: pass the manager's"))
@@ -162,5 +158,34 @@ func CacheOptions(domains []string, namespace string) (map[client.Object]cache.B
 // kind that belongs to the Keeper's domain: its Fence, or its instances'
 // Leases.
 func (k *Keeper) watch(ctx context.Context, obj client.Object, events chan<- struct{}) error {
-	return k.opts.Events.watch(ctx, obj, k.opts.Domain, events)
+	inf, err := k.opts.Cache.GetInformer(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("watch %T: %w", obj, err)
+	}
+	signal := func(o any) {
+		if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = tomb.Obj
+		}
+		if o, ok := o.(client.Object); ok && k.ofDomain(o) {
+			notify.Signal(events)
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    signal,
+		UpdateFunc: func(_, o any) { signal(o) },
+		DeleteFunc: signal,
+	})
+	if err != nil {
+		return fmt.Errorf("watch %T: %w", obj, err)
+	}
+	return nil
+}
+
+// ofDomain says whether o is the Keeper's Fence or one of its domain's
+// instance Leases.
+func (k *Keeper) ofDomain(o client.Object) bool {
+	if _, ok := o.(*fencegatev1alpha1.Fence); ok {
+		return o.GetName() == k.opts.Domain
+	}
+	return o.GetLabels()[membership.LabelDomain] == k.opts.Domain
 }

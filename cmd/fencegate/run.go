@@ -415,22 +415,8 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 			return err
 		}
 	}
-	// What every domain's Fence object shares: one Events hands each
-	// domain's Keeper the cache's events of its own Fence and Leases.
-	fenceObjects := fenceobject.Options{
-		Client:        mgr.GetClient(),
-		Cache:         mgr.GetCache(),
-		Events:        fenceobject.NewEvents(mgr.GetCache()),
-		Namespace:     o.namespace,
-		Instance:      identity.Instance,
-		FloorEpoch:    o.epoch,
-		Authority:     authority,
-		Policy:        eng,
-		Holds:         holds,
-		LeaseDuration: o.instanceLease,
-	}
 	for _, d := range domains {
-		if err := addFenceObject(mgr, d, fenceObjects, reconciler.Marks(d.name)); err != nil {
+		if err := o.addFenceObject(mgr, d, identity.Instance, eng, authority, reconciler.Marks(d.name), holds); err != nil {
 			return err
 		}
 	}
@@ -620,18 +606,26 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, do
 	return nil
 }
 
-// addFenceObject adds domain d's Fence object, with what every domain's
-// shares in shared: every replica reports what it applies, the leader
-// writes the rest.
-func addFenceObject(mgr manager.Manager, d servedDomain, shared fenceobject.Options, marks *controller.Marks) error {
-	opts := shared
-	opts.Domain = d.name
-	opts.Fence = d.fence
-	opts.Agent = d.agent
-	opts.Marks = marks
-	opts.Logger = d.logger.WithName("fence-object")
-	opts.Registerer = d.registerer
-	keeper, err := fenceobject.New(opts)
+// addFenceObject adds domain d's Fence object: every replica reports what
+// it applies, the leader writes the rest.
+func (o *runOptions) addFenceObject(mgr manager.Manager, d servedDomain, instance string, eng *engine.Engine, authority fencev1.FenceServiceClient, marks *controller.Marks, holds fenceobject.Holds) error {
+	keeper, err := fenceobject.New(fenceobject.Options{
+		Client:        mgr.GetClient(),
+		Cache:         mgr.GetCache(),
+		Domain:        d.name,
+		Namespace:     o.namespace,
+		Instance:      instance,
+		FloorEpoch:    o.epoch,
+		Fence:         d.fence,
+		Agent:         d.agent,
+		Authority:     authority,
+		Policy:        eng,
+		Marks:         marks,
+		Holds:         holds,
+		LeaseDuration: o.instanceLease,
+		Logger:        d.logger.WithName("fence-object"),
+		Registerer:    d.registerer,
+	})
 	if err != nil {
 		return err
 	}
