@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"sync"
 
 	"github.com/valyala/fastjson"
@@ -373,6 +375,19 @@ func (r *reducer) digits() int {
 // characters, and only JSON's escapes.
 func (r *reducer) skipString() error {
 	for j := r.i + 1; j < len(r.src); {
+		// Most of a string is plain text: look at it eight bytes at a
+		// time, and stop at the first byte that ends or escapes the string
+		// or must not be in it.
+		for j+8 <= len(r.src) {
+			if stops := stringStops(binary.LittleEndian.Uint64(r.src[j:])); stops != 0 {
+				j += bits.TrailingZeros64(stops) / 8
+				break
+			}
+			j += 8
+		}
+		if j >= len(r.src) {
+			break
+		}
 		c := r.src[j]
 		switch {
 		case c == '"':
@@ -401,6 +416,24 @@ func (r *reducer) skipString() error {
 		j++
 	}
 	return r.fail("a string does not end")
+}
+
+// Byte-wise constants for stringStops.
+const (
+	eachByte    = 0x0101010101010101
+	highBits    = 0x8080808080808080
+	quotes      = eachByte * '"'
+	backslashes = eachByte * '\\'
+	controls    = eachByte * 0x20
+)
+
+// stringStops returns w (eight bytes of a string, little-endian) with the
+// high bit set in its lowest byte that is a quote, a backslash or a control
+// character, and 0 when it has none. Bits above that lowest byte may be
+// set wrongly (a borrow moves up), so only the lowest one is meaningful.
+func stringStops(w uint64) uint64 {
+	q, b := w^quotes, w^backslashes
+	return (((q - eachByte) &^ q) | ((b - eachByte) &^ b) | ((w - controls) &^ w)) & highBits
 }
 
 func isHex4(b []byte) bool {

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fastjson"
@@ -95,6 +97,55 @@ func TestReduce(t *testing.T) {
 				t.Errorf("reduced to %s\nwant       %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSkipStringAtEveryOffset puts each byte that ends, escapes or breaks a
+// string at every offset of the eight-byte words skipString reads, with
+// bytes on either side that must not stop it (the space, DEL, bytes of
+// UTF-8 sequences): each is found where it is, as a byte-at-a-time reading
+// finds it.
+func TestSkipStringAtEveryOffset(t *testing.T) {
+	const prefix = `{"x":"` // the string's text starts at byte 6
+	tests := []struct {
+		name    string
+		insert  string
+		wantErr string // what the error names; "" for valid JSON
+	}{
+		{"the closing quote", `"`, ""},
+		{"an escaped quote", `\"`, ""},
+		{"an escaped backslash", `\\`, ""},
+		{"a unicode escape", `\u00e9`, ""},
+		{"an escape JSON does not have", `\q`, "a string holds an escape JSON does not have"},
+		{"a short unicode escape", `\u12x4`, "a string holds an escape JSON does not have"},
+		{"a NUL", "\x00", "a string holds control character 0x00"},
+		{"a unit separator", "\x1f", "a string holds control character 0x1F"},
+		{"a tab", "\t", "a string holds control character 0x09"},
+	}
+	for _, tc := range tests {
+		for offset := range 20 {
+			for _, filler := range []string{"a", " ", "\x7f", "\xc3\xa9", "\xff"} {
+				text := strings.Repeat(filler, offset)[:offset] + tc.insert + strings.Repeat(filler, 24)[:24]
+				body := prefix + text + `"}`
+				if tc.insert == `"` {
+					body = prefix + text[:offset] + `"}`
+				}
+				_, err := reduce(nil, []byte(body), reduceTree())
+				if tc.wantErr == "" {
+					if err != nil {
+						t.Errorf("%s at offset %d among %q: %v", tc.name, offset, filler, err)
+					}
+					continue
+				}
+				at := fmt.Sprintf("at byte %d: %s", len(prefix)+offset, tc.wantErr)
+				if err == nil || !strings.Contains(err.Error(), at) {
+					t.Errorf("%s at offset %d among %q: error %v, want one containing %q", tc.name, offset, filler, err, at)
+				}
+				if json.Valid([]byte(body)) {
+					t.Errorf("%q is JSON", body)
+				}
+			}
+		}
 	}
 }
 
