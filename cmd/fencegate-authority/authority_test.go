@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -21,20 +20,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/internal/cli/clitest"
 	"github.com/fencegate/fencegate/internal/testcerts"
 )
-
-// runRoot runs fencegate-authority with args and returns its output and
-// error.
-func runRoot(ctx context.Context, args ...string) (stdout, stderr string, err error) {
-	root := newRootCommand()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err = root.ExecuteContext(ctx)
-	return out.String(), errOut.String(), err
-}
 
 func TestAuthorityFlagErrors(t *testing.T) {
 	tests := map[string]struct {
@@ -98,7 +86,7 @@ func TestAuthorityFlagErrors(t *testing.T) {
 					args[i] = f
 				}
 			}
-			_, _, err := runRoot(context.Background(), args...)
+			_, _, err := clitest.Execute(context.Background(), newRootCommand(), args...)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
@@ -162,7 +150,7 @@ func startAuthorityCommand(t *testing.T, metrics string, args ...string) (stop f
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, stderr, err := runRoot(ctx, append([]string{"--metrics-address", metrics}, args...)...)
+		_, stderr, err := clitest.Execute(ctx, newRootCommand(), append([]string{"--metrics-address", metrics}, args...)...)
 		done <- result{stderr, err}
 	}()
 	var stopped *result

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/cli"
+	"github.com/fencegate/fencegate/internal/cli/clitest"
 )
 
 const evalComponent = `apiVersion: components.fencegate.dev/v1alpha1
@@ -87,7 +88,7 @@ decision := {"hold": true, "reason": "FenceUnknown", "message": "custom"}
 // code.
 func runEval(t *testing.T, args ...string) (stdout string, code int, err error) {
 	t.Helper()
-	stdout, _, err = runRoot(context.Background(), append([]string{"eval"}, args...)...)
+	stdout, _, err = clitest.Execute(context.Background(), newRootCommand(), append([]string{"eval"}, args...)...)
 	if err != nil {
 		code = cli.ExitCode(err)
 	}

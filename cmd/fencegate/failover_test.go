@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/failover"
 	"github.com/fencegate/fencegate/internal/cli"
+	"github.com/fencegate/fencegate/internal/cli/clitest"
 )
 
 func TestFailoverFlagErrors(t *testing.T) {
@@ -38,7 +39,7 @@ func TestFailoverFlagErrors(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, _, err := runRoot(ctx, append([]string{"failover"}, tc.args...)...)
+			_, _, err := clitest.Execute(ctx, newRootCommand(), append([]string{"failover"}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("error %v, want one with %q", err, tc.wantErr)
 			}

@@ -13,6 +13,7 @@ import (
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/authority/authoritytest"
+	"github.com/fencegate/fencegate/internal/cli/clitest"
 	"github.com/fencegate/fencegate/internal/testcerts"
 )
 
@@ -71,7 +72,7 @@ func TestFenceCommandsOverMutualTLS(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			out, _, err := runRoot(ctx, append([]string{"fence", "status", "--authority", srv.Addr, "--timeout", "5s"}, tc.args...)...)
+			out, _, err := clitest.Execute(ctx, newRootCommand(), append([]string{"fence", "status", "--authority", srv.Addr, "--timeout", "5s"}, tc.args...)...)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("status succeeded:\n%s", out)
@@ -128,19 +129,19 @@ func TestOperatorCommandsReadTheirOwnVariables(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	_, _, err = runRoot(ctx, "fence", "release", "--cluster", "east")
+	_, _, err = clitest.Execute(ctx, newRootCommand(), "fence", "release", "--cluster", "east")
 	if err == nil || !strings.Contains(err.Error(), "--cluster, --cluster-uid and --epoch name the holder that releases") {
 		t.Errorf("fence release took the pod's variables: %v", err)
 	}
-	_, _, err = runRoot(ctx, "fence", "release", "--cluster", "east", "--cluster-uid", "uid-east", "--epoch", "1")
+	_, _, err = clitest.Execute(ctx, newRootCommand(), "fence", "release", "--cluster", "east", "--cluster-uid", "uid-east", "--epoch", "1")
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "an operator revokes leases") {
 		t.Errorf("the operator releases: %v, want PermissionDenied", err)
 	}
-	out, _, err := runRoot(ctx, "fence", "revoke", "--cluster", "east")
+	out, _, err := clitest.Execute(ctx, newRootCommand(), "fence", "revoke", "--cluster", "east")
 	if err != nil || !strings.Contains(out, "Revoked every lease of east") {
 		t.Fatalf("the operator revokes: %v\n%s", err, out)
 	}
-	out, _, err = runRoot(ctx, "fence", "history")
+	out, _, err = clitest.Execute(ctx, newRootCommand(), "fence", "history")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,25 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
-)
 
-// runRoot runs the fencegate root command with args and returns its
-// output and error.
-func runRoot(ctx context.Context, args ...string) (stdout, stderr string, err error) {
-	root := newRootCommand()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err = root.ExecuteContext(ctx)
-	return out.String(), errOut.String(), err
-}
+	"github.com/fencegate/fencegate/internal/cli/clitest"
+)
 
 // TestLinksNoAuthority keeps the fence authority and etcd out of the binary
 // a cluster runs: what fencegate links, it pages in at start. Of the
@@ -54,7 +43,7 @@ func TestAuthorityMoved(t *testing.T) {
 		"help asked": {"authority", "--help"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := runRoot(context.Background(), args...)
+			_, _, err := clitest.Execute(context.Background(), newRootCommand(), args...)
 			if err == nil || !strings.Contains(err.Error(), "run fencegate-authority, with the same flags") {
 				t.Fatalf("error %v, want where the authority went", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/domain"
+	"github.com/fencegate/fencegate/internal/cli/clitest"
 )
 
 // TestRunSettingErrors: run checks every setting, the fence agent's
@@ -154,7 +155,7 @@ func TestRunSettingErrors(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			_, _, err := runRoot(context.Background(), append([]string{"run"}, tc.args...)...)
+			_, _, err := clitest.Execute(context.Background(), newRootCommand(), append([]string{"run"}, tc.args...)...)
 			if err == nil {
 				t.Fatal("run started, want an error")
 			}
