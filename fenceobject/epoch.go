@@ -12,7 +12,6 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/fencestate"
-	"github.com/fencegate/fencegate/internal/notify"
 )
 
 // epochSync is the state of one replica's EpochSync runnable; only its
@@ -28,10 +27,10 @@ type epochSync struct {
 
 func (k *Keeper) runEpochSync(ctx context.Context) error {
 	changes := k.opts.Fence.Subscribe()
-	events := notify.New()
-	if err := k.watch(ctx, &fencegatev1alpha1.Fence{}, events); err != nil {
+	if err := k.watchFence(ctx); err != nil {
 		return err
 	}
+	events := k.events.epoch
 	e := &epochSync{k: k, failing: map[string]bool{}}
 	for {
 		e.sync(ctx)

@@ -14,7 +14,6 @@ import (
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
-	"github.com/fencegate/fencegate/internal/notify"
 )
 
 // leaveTimeout bounds what an instance does on its way out: removing its
@@ -49,10 +48,10 @@ type instance struct {
 func (k *Keeper) runInstance(ctx context.Context) error {
 	o := k.opts
 	changes := k.opts.Fence.Subscribe()
-	events := notify.New()
-	if err := k.watch(ctx, &fencegatev1alpha1.Fence{}, events); err != nil {
+	if err := k.watchFence(ctx); err != nil {
 		return err
 	}
+	events := k.events.instance
 	i := &instance{k: k, failing: map[string]bool{}}
 	renew := k.opts.Clock.NewTicker(k.member.lease.RenewInterval())
 	defer renew.Stop()

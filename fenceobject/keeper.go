@@ -19,6 +19,7 @@ type Keeper struct {
 	metrics *metrics
 	// member is this instance's membership Lease.
 	member *memberLease
+	events *loopEvents
 }
 
 // New checks opts and returns a Keeper.
@@ -31,7 +32,7 @@ func New(opts Options) (*Keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Keeper{opts: opts, metrics: m}
+	k := &Keeper{opts: opts, metrics: m, events: newLoopEvents()}
 	k.member = &memberLease{lease: membership.NewLease(k.membership())}
 	return k, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -154,10 +155,44 @@ func CacheOptions(domains []string, namespace string) (map[client.Object]cache.B
 	}, nil
 }
 
-// watch signals events on every change in the cache of an object of obj's
-// kind that belongs to the Keeper's domain: its Fence, or its instances'
-// Leases.
-func (k *Keeper) watch(ctx context.Context, obj client.Object, events chan<- struct{}) error {
+// loopEvents are the signals of the Keeper's loops. One handler on the
+// Fences' informer signals all three loops that follow the Fence, added by
+// the first of them to start: client-go runs two goroutines and a buffer
+// for every handler, and a handler per loop made three of each per served
+// domain. The replay of the cached Fence that client-go sends a handler
+// when it is added signals all three, as each loop's own handler's did.
+type loopEvents struct {
+	// instance, epoch and status are the Instance, EpochSync and Status
+	// loops' signals; Status's also hears the instances' Leases.
+	instance, epoch, status chan struct{}
+
+	mu           sync.Mutex
+	fenceWatched bool
+}
+
+func newLoopEvents() *loopEvents {
+	return &loopEvents{instance: notify.New(), epoch: notify.New(), status: notify.New()}
+}
+
+// watchFence makes the Keeper's Fence signal its loops, once.
+func (k *Keeper) watchFence(ctx context.Context) error {
+	e := k.events
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.fenceWatched {
+		return nil
+	}
+	if err := k.watch(ctx, &fencegatev1alpha1.Fence{}, e.instance, e.epoch, e.status); err != nil {
+		return err
+	}
+	e.fenceWatched = true
+	return nil
+}
+
+// watch signals every one of events on every change in the cache of an
+// object of obj's kind that belongs to the Keeper's domain: its Fence, or
+// its instances' Leases.
+func (k *Keeper) watch(ctx context.Context, obj client.Object, events ...chan<- struct{}) error {
 	inf, err := k.opts.Cache.GetInformer(ctx, obj)
 	if err != nil {
 		return fmt.Errorf("watch %T: %w", obj, err)
@@ -167,7 +202,9 @@ func (k *Keeper) watch(ctx context.Context, obj client.Object, events chan<- str
 			o = tomb.Obj
 		}
 		if o, ok := o.(client.Object); ok && k.ofDomain(o) {
-			notify.Signal(events)
+			for _, ch := range events {
+				notify.Signal(ch)
+			}
 		}
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{

@@ -19,7 +19,6 @@ import (
 	"github.com/fencegate/fencegate/fenceobject/membership"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/hold"
-	"github.com/fencegate/fencegate/internal/notify"
 	"github.com/fencegate/fencegate/internal/ssa"
 )
 
@@ -58,11 +57,12 @@ type statusWriter struct {
 
 func (k *Keeper) runStatus(ctx context.Context) error {
 	changes := k.opts.Fence.Subscribe()
-	events := notify.New()
-	for _, obj := range []client.Object{&fencegatev1alpha1.Fence{}, &coordinationv1.Lease{}} {
-		if err := k.watch(ctx, obj, events); err != nil {
-			return err
-		}
+	if err := k.watchFence(ctx); err != nil {
+		return err
+	}
+	events := k.events.status
+	if err := k.watch(ctx, &coordinationv1.Lease{}, events); err != nil {
+		return err
 	}
 	s := &statusWriter{k: k, failing: map[string]bool{}}
 	var holdChanges <-chan struct{}
