@@ -19,6 +19,7 @@ type Keeper struct {
 	metrics *metrics
 	// member is this instance's membership Lease.
 	member *memberLease
+	// events signal the Keeper's loops of changes to its Fence and Leases.
 	events *loopEvents
 }
 
