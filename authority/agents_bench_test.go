@@ -59,8 +59,9 @@ const declareTimeout = 3 * time.Second
 
 // BenchmarkAgents measures the authority under the load of n agents, each
 // declaring once a second, as fencegate's agents do: 10 clusters per domain
-// (n/10 domains), the holder of each domain renewing its lease and nine
-// standbys declaring the holder's epoch or one below (CLUSTER_FENCED), every
+// (n/10 domains), the holder of each domain renewing its lease (or asking
+// for it to be kept, as fencegate's agents do when they declare this often:
+// see fenceagent.KeepsLease) and nine standbys declaring the holder's epoch or one below (CLUSTER_FENCED), every
 // agent of a cluster on its cluster's one connection, and every agent
 // watching its domain's WatchFence stream. The authority is its own
 // process, `fencegate-authority` (beside FENCEGATE_TEST_BINARY), serving
@@ -290,22 +291,51 @@ type benchAgent struct {
 	// generation is the newest generation of its cluster the agent was
 	// told, which it presents, as fencegate's agents do.
 	generation uint64
-}
-
-func (a *benchAgent) request() *fencev1.DeclareClusterEpochRequest {
-	name := benchCluster(a.cluster)
-	return &fencev1.DeclareClusterEpochRequest{
-		Domain: a.domain, ClusterName: name, ClusterUid: "uid-" + name, Epoch: a.epoch,
-		Instance: name + "-0", ClusterGeneration: a.generation,
+	// declarations counts the agent's declarations, which name themselves
+	// by it; lease is the holder's lease: the declaration that got it and
+	// when that one was sent.
+	declarations uint64
+	lease        struct {
+		id   uint64
+		sent time.Time
+		ttl  time.Duration
 	}
 }
 
+// request is the agent's next declaration: it asks for the holder's lease
+// to be kept as long as fencegate's agents would, declaring every
+// heartbeatInterval.
+func (a *benchAgent) request() *fencev1.DeclareClusterEpochRequest {
+	name := benchCluster(a.cluster)
+	a.declarations++
+	req := &fencev1.DeclareClusterEpochRequest{
+		Domain: a.domain, ClusterName: name, ClusterUid: "uid-" + name, Epoch: a.epoch,
+		Instance: name + "-0", ClusterGeneration: a.generation, DeclarationId: a.declarations,
+	}
+	if a.lease.id != 0 && fenceagent.KeepsLease(time.Since(a.lease.sent), heartbeatInterval, a.lease.ttl, fenceagent.DefaultLeaseMargin) {
+		req.KeepLeaseOf = a.lease.id
+	}
+	return req
+}
+
 // declare sends one declaration and checks its answer: a renewal for the
-// holder, CLUSTER_FENCED for a standby. It learns the cluster's generation.
+// holder, CLUSTER_FENCED for a standby. It learns the cluster's generation,
+// and the holder its lease.
 func (a *benchAgent) declare(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, declareTimeout)
 	defer cancel()
-	resp, err := a.client.DeclareClusterEpoch(ctx, a.request())
+	req, sent := a.request(), time.Now()
+	resp, err := a.client.DeclareClusterEpoch(ctx, req)
+	if err == nil && a.holder {
+		switch resp.GetLeaseDeclarationId() {
+		case req.GetDeclarationId():
+			a.lease.id, a.lease.sent, a.lease.ttl = req.GetDeclarationId(), sent, resp.GetLeaseTtl().AsDuration()
+		case req.GetKeepLeaseOf():
+		default:
+			return fmt.Errorf("%s: the lease of declaration %d answers declaration %d, which keeps %d",
+				benchCluster(a.cluster), resp.GetLeaseDeclarationId(), req.GetDeclarationId(), req.GetKeepLeaseOf())
+		}
+	}
 	switch status.Code(err) {
 	case codes.DeadlineExceeded, codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
 		// The agents retry these: a failed heartbeat, not a wrong answer.

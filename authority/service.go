@@ -132,10 +132,12 @@ func (s *Service) Check(ctx context.Context) error { return s.store.Check(ctx) }
 // the fence by the rules of package statemachine.
 func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareClusterEpochRequest) (*fencev1.DeclareClusterEpochResponse, error) {
 	d := statemachine.Declaration{
-		Cluster:    statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
-		Epoch:      req.GetEpoch(),
-		Instance:   req.GetInstance(),
-		Generation: req.GetClusterGeneration(),
+		Cluster:     statemachine.Identity{Name: req.GetClusterName(), UID: req.GetClusterUid()},
+		Epoch:       req.GetEpoch(),
+		Instance:    req.GetInstance(),
+		Generation:  req.GetClusterGeneration(),
+		ID:          req.GetDeclarationId(),
+		KeepLeaseOf: req.GetKeepLeaseOf(),
 	}
 	domain, err := requestDomain(req.GetDomain())
 	var result statemachine.Result
@@ -170,12 +172,15 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 		return nil, st
 	}
 	s.metrics.declarations.WithLabelValues(resultOK).Inc()
+	lease := result.Answer.Lease
 	return &fencev1.DeclareClusterEpochResponse{
-		Holder:   holderProto(result.State.Holder),
-		LeaseTtl: durationpb.New(s.store.LeaseTTL()),
-		Token:    result.State.Holder.Token,
-
-		ClusterGeneration: result.Answer.ClusterGeneration,
+		Holder: holderProto(result.State.Holder),
+		// A kept lease keeps the length it was granted for, which an
+		// authority restarted with another --lease-ttl no longer has.
+		LeaseTtl:           durationpb.New(lease.TTL),
+		Token:              result.State.Holder.Token,
+		ClusterGeneration:  result.Answer.ClusterGeneration,
+		LeaseDeclarationId: lease.DeclarationID,
 	}, nil
 }
 

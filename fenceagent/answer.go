@@ -90,6 +90,11 @@ type answer struct {
 	token uint64
 	// leaseTTL is the length of a granted lease.
 	leaseTTL time.Duration
+	// leaseID is the declaration_id of the declaration that got a granted
+	// lease (0: the authority names none), and leaseSent its send, from
+	// which the lease counts (see result.leaseFrom).
+	leaseID   uint64
+	leaseSent time.Time
 	// retryAfter is FENCE_ACQUIRING's retry_after_ms.
 	retryAfter time.Duration
 	// highestEpoch is, for CLUSTER_EPOCH_REGRESSED, the highest epoch this
@@ -122,7 +127,7 @@ type answer struct {
 // wrappers that add context do not turn a refusal into an unknown error.
 func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 	if err == nil {
-		a := answer{kind: granted, token: resp.GetToken(), leaseTTL: resp.GetLeaseTtl().AsDuration(), generation: resp.GetClusterGeneration()}
+		a := answer{kind: granted, token: resp.GetToken(), leaseTTL: resp.GetLeaseTtl().AsDuration(), leaseID: resp.GetLeaseDeclarationId(), generation: resp.GetClusterGeneration()}
 		if h := resp.GetHolder(); h != nil {
 			a.holder = fencestate.Cluster{Name: h.GetClusterName(), UID: h.GetClusterUid(), Epoch: h.GetEpoch()}
 			if a.token == 0 {

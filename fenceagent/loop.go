@@ -60,8 +60,12 @@ type outcome struct {
 // result is a declaration's answer, sent to the loop by the goroutine that
 // made the call.
 type result struct {
-	seq    uint64
-	epoch  uint64
+	seq   uint64
+	epoch uint64
+	// id is the declaration's declaration_id; kept is the lease it asked
+	// the authority to keep (id 0: it asked for a renewal).
+	id     uint64
+	kept   heldLease
 	sent   time.Time
 	took   time.Duration
 	answer answer
@@ -92,6 +96,8 @@ type loop struct {
 	expiry  clock.Timer
 	store   storeStanding
 	lease   leaseStanding
+	// held is the lease the current state acts on, while it is active.
+	held heldLease
 
 	// seq numbers the declarations in the order they are sent; applied is
 	// the newest one whose answer was applied.
@@ -240,7 +246,11 @@ func (l *loop) launch(replies ...chan outcome) {
 	// A generation adopted from the Fence since the last declaration is
 	// presented from this one on.
 	l.generation = max(l.generation, l.c.adopted.Load())
-	r := result{seq: l.seq, epoch: l.epochs.declared(), replies: replies}
+	r := result{seq: l.seq, epoch: l.epochs.declared(), id: newDeclarationID(), replies: replies}
+	if h := l.held; h.id != 0 && h.epoch == r.epoch && l.state.Status == fencestate.Active &&
+		KeepsLease(l.clock.Since(h.sent), l.renewInterval(), h.ttl, l.c.opts.LeaseMargin) {
+		r.kept = h
+	}
 	req := &fencev1.DeclareClusterEpochRequest{
 		Domain:            l.c.opts.Domain,
 		ClusterName:       l.c.opts.ClusterName,
@@ -248,6 +258,8 @@ func (l *loop) launch(replies ...chan outcome) {
 		Epoch:             r.epoch,
 		Instance:          l.c.opts.Instance,
 		ClusterGeneration: l.generation,
+		DeclarationId:     r.id,
+		KeepLeaseOf:       r.kept.id,
 	}
 	go func() {
 		// Not Start's context: a call that is out when the agent stops
@@ -258,7 +270,7 @@ func (l *loop) launch(replies ...chan outcome) {
 		resp, err := l.c.opts.Client.DeclareClusterEpoch(ctx, req)
 		cancel()
 		r.took = l.clock.Since(r.sent)
-		r.answer = decode(resp, err)
+		r.answer = r.leaseFrom(decode(resp, err))
 		l.results <- r
 	}()
 }
@@ -402,6 +414,12 @@ func (l *loop) apply(r result) {
 	}
 	next, expires := l.rules.at(r.epoch).next(l.state, l.expires, a, r.sent, l.clock.Now(), l.staleAfter())
 	written := l.commit(next, expires)
+	switch {
+	case next.Status != fencestate.Active:
+		l.held = heldLease{}
+	case a.kind == granted:
+		l.held = heldLease{id: a.leaseID, sent: a.leaseSent, ttl: a.leaseTTL, epoch: r.epoch}
+	}
 	switch {
 	case a.kind == granted && a.holder.UID == l.c.opts.ClusterUID:
 		l.lease = holdsLease

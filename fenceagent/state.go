@@ -100,8 +100,10 @@ func (r rules) next(cur fencestate.State, curExpires time.Time, a answer, sent, 
 	}
 }
 
-// granted is an OK answer: active until send time + lease TTL − margin, the
-// earliest moment the authority may consider the lease over, less the margin.
+// granted is an OK answer: active until the lease's send time + lease TTL
+// − margin, the earliest moment the authority may consider the lease over,
+// less the margin. The lease's send time is sent's for a new lease, and
+// earlier for a lease the declaration asked to keep.
 func (r rules) granted(s fencestate.State, a answer, sent, now time.Time) (fencestate.State, time.Time) {
 	s.LastSuccessNS = sent.UnixNano()
 	if a.holder.UID != r.self.UID {
@@ -109,11 +111,11 @@ func (r rules) granted(s fencestate.State, a answer, sent, now time.Time) (fence
 		s.Message = fmt.Sprintf("the fence authority granted the fence but named %s (uid %s) as holder instead of this cluster (uid %s); this cluster does not act as holder", a.holder.Describe(), a.holder.UID, r.self.UID)
 		return s, time.Time{}
 	}
-	validUntil := sent.Add(a.leaseTTL - r.margin)
+	validUntil := a.leaseSent.Add(a.leaseTTL - r.margin)
 	if !validUntil.After(now) {
 		s.Status, s.Reason = fencestate.Unknown, fencestate.ReasonLeaseExpired
-		s.Message = fmt.Sprintf("the fence authority granted a lease of %s, but less the lease margin of %s it had ended when the answer arrived (the call took %s); lower --lease-margin, raise the authority's lease TTL, or check the latency to the authority",
-			a.leaseTTL, r.margin, now.Sub(sent))
+		s.Message = fmt.Sprintf("the fence authority granted a lease of %s, but less the lease margin of %s it had ended when the answer arrived (%s after the declaration that got it was sent); lower --lease-margin, raise the authority's lease TTL, or check the latency to the authority",
+			a.leaseTTL, r.margin, now.Sub(a.leaseSent))
 		return s, time.Time{}
 	}
 	s.Status, s.Token, s.ValidUntilNS = fencestate.Active, a.token, validUntil.UnixNano()

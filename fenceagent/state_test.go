@@ -19,7 +19,18 @@ func TestRulesNext(t *testing.T) {
 	now := sent.Add(100 * time.Millisecond)
 	const stale = 15 * time.Second
 	req := &fencev1.DeclareClusterEpochRequest{ClusterName: testSelf.Name, ClusterUid: testSelf.UID, Epoch: testSelf.Epoch}
-	grant := func(ttl time.Duration) answer { return decode(grantResp(req, ttl, 42)) }
+	// grant is a grant of a new lease, which counts from this declaration's
+	// send; kept is one of the lease got by a declaration sent before.
+	grant := func(ttl time.Duration) answer {
+		a := decode(grantResp(req, ttl, 42))
+		a.leaseSent = sent
+		return a
+	}
+	kept := func(before time.Duration) answer {
+		a := grant(15 * time.Second)
+		a.leaseSent = sent.Add(-before)
+		return a
+	}
 	earlier := sent.Add(-time.Minute)
 	active := fencestate.State{
 		Status: fencestate.Active, Domain: "default", Cluster: testSelf, Holder: testSelf, Token: 41,
@@ -44,6 +55,22 @@ func TestRulesNext(t *testing.T) {
 				ValidUntilNS: sent.Add(13 * time.Second).UnixNano(), LastSuccessNS: sent.UnixNano(),
 			},
 			wantExpires: sent.Add(13 * time.Second),
+		},
+		"a kept lease counts from the send of the declaration that got it": {
+			cur: active, curExpires: activeExpires, answer: kept(4 * time.Second),
+			want: fencestate.State{
+				Status: fencestate.Active, Domain: "default", Cluster: testSelf, Holder: testSelf, Token: 42,
+				ValidUntilNS: sent.Add(9 * time.Second).UnixNano(), LastSuccessNS: sent.UnixNano(),
+			},
+			wantExpires: sent.Add(9 * time.Second),
+		},
+		"a kept lease that less the margin ended on arrival is unknown": {
+			cur: active, curExpires: activeExpires, answer: kept(13 * time.Second),
+			want: fencestate.State{
+				Status: fencestate.Unknown, Domain: "default", Cluster: testSelf, Holder: testSelf,
+				LastSuccessNS: sent.UnixNano(), Reason: fencestate.ReasonLeaseExpired,
+			},
+			wantMessage: "13.1s after the declaration that got it was sent",
 		},
 		"a grant whose lease less the margin ended on arrival is unknown": {
 			cur: unknown, answer: grant(2 * time.Second),

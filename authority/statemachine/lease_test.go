@@ -125,3 +125,80 @@ func TestHistoryPerChangeIsBounded(t *testing.T) {
 		t.Fatalf("%s with %d history entries, want granted with %d (at most %d)", r.Answer.Outcome, len(r.History), MaxInstances+1, MaxHistoryPerChange)
 	}
 }
+
+// TestKeptLease: a renewal that asks for the instance's running lease to be
+// kept gets that lease unchanged, and changes nothing to store, only while
+// the lease is the one the declaration names, at the declared epoch and
+// neither released nor ended; otherwise it gets a new lease, stored with
+// the declaration's ID.
+func TestKeptLease(t *testing.T) {
+	machine := Machine{LeaseTTL: ttl}
+	running := Lease{Epoch: 3, ExpiresAt: at(ttl), Seq: 1, TTL: ttl, DeclarationID: 7}
+	state := func(edit func(*Lease)) State {
+		l := running
+		if edit != nil {
+			edit(&l)
+		}
+		s := State{Holder: instances(&Holder{Identity: east, Epoch: 3, AcquiredAt: at(0), Token: 10}, map[string]Lease{"": l}),
+			Clusters: seen(map[Identity]uint64{east: 3}), LeaseSeq: 1, LastGeneration: 1}
+		c := s.Clusters[east.UID]
+		c.Generation, c.GenerationAt, c.PresentsGeneration = 1, at(0), true
+		s.Clusters[east.UID] = c
+		return s
+	}
+	tests := map[string]struct {
+		state State
+		keep  uint64
+		epoch uint64
+		now   time.Duration
+		// wantKept: the answer's lease is the running one and nothing
+		// changed; else it is a new one, of declaration 9.
+		wantKept bool
+	}{
+		"the running lease, asked for":           {state: state(nil), keep: 7, epoch: 3, now: time.Second, wantKept: true},
+		"a renewal asked for":                    {state: state(nil), keep: 0, epoch: 3, now: time.Second},
+		"another declaration's lease":            {state: state(nil), keep: 8, epoch: 3, now: time.Second},
+		"at a higher epoch":                      {state: state(nil), keep: 7, epoch: 4, now: time.Second},
+		"a released lease":                       {state: state(func(l *Lease) { l.Released = true }), keep: 7, epoch: 3, now: time.Second},
+		"a lease that ended":                     {state: state(nil), keep: 7, epoch: 3, now: ttl},
+		"a lease stored without its declaration": {state: state(func(l *Lease) { l.DeclarationID = 0 }), keep: 7, epoch: 3, now: time.Second},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := Declaration{Cluster: east, Epoch: tc.epoch, Generation: 1, ID: 9, KeepLeaseOf: tc.keep}
+			r, err := machine.Declare(tc.state, d, t0.Add(tc.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Answer.Outcome != Renewed {
+				t.Fatalf("outcome %s, want renewed", r.Answer.Outcome)
+			}
+			stored := r.State.Holder.Instances[""]
+			if stored != r.Answer.Lease {
+				t.Errorf("answered lease %+v, stored %+v", r.Answer.Lease, stored)
+			}
+			if tc.wantKept {
+				if stored != tc.state.Holder.Instances[""] || r.Changed {
+					t.Errorf("kept: lease %+v, changed %v; want the running lease %+v, unchanged", stored, r.Changed, running)
+				}
+				return
+			}
+			want := Lease{Epoch: tc.epoch, ExpiresAt: at(tc.now + ttl), Seq: 2, TTL: ttl, DeclarationID: 9}
+			if stored != want || !r.Changed {
+				t.Errorf("renewed: lease %+v, changed %v; want %+v, changed", stored, r.Changed, want)
+			}
+		})
+	}
+}
+
+// TestGrantedLeaseNamesItsDeclaration: a grant's lease is stored with the
+// ID of the declaration that got it, and answered.
+func TestGrantedLeaseNamesItsDeclaration(t *testing.T) {
+	r, err := Machine{LeaseTTL: ttl}.Declare(State{}, Declaration{Cluster: east, Epoch: 1, ID: 5, KeepLeaseOf: 4}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Answer.Outcome != Granted || r.Answer.Lease.DeclarationID != 5 || r.State.Holder.Instances[""] != r.Answer.Lease {
+		t.Fatalf("outcome %s, answered lease %+v, stored %+v; want granted with declaration 5's lease", r.Answer.Outcome, r.Answer.Lease, r.State.Holder.Instances[""])
+	}
+}

@@ -171,6 +171,9 @@ type Answer struct {
 	// ClusterGeneration is the declaring cluster's generation after the
 	// declaration, for the instance to present next; 0 for Regressed.
 	ClusterGeneration uint64
+	// Lease is, for Granted and Renewed, the declaring instance's lease:
+	// a new one, or the running one it asked to keep (see renewal).
+	Lease Lease
 }
 
 // OK reports whether the declaring cluster holds the fence after the call.
@@ -229,10 +232,24 @@ func (m Machine) generationPeriod() time.Duration {
 	return m.GenerationPeriod
 }
 
-// lease is a new lease at epoch from time at, numbered in s.
-func (m Machine) lease(s *State, epoch uint64, at UnixNano) Lease {
+// lease is a new lease for declaration d from time at, numbered in s.
+func (m Machine) lease(s *State, d Declaration, at UnixNano) Lease {
 	s.LeaseSeq++
-	return Lease{Epoch: epoch, ExpiresAt: at.Add(m.LeaseTTL), Seq: s.LeaseSeq, TTL: m.LeaseTTL}
+	return Lease{Epoch: d.Epoch, ExpiresAt: at.Add(m.LeaseTTL), Seq: s.LeaseSeq, TTL: m.LeaseTTL, DeclarationID: d.ID}
+}
+
+// renewal is the lease a renewing declaration d of the holder h gets: the
+// instance's running lease when d asks to keep it and may (it was got by
+// the declaration d names, at d's epoch, and is not released), else a new
+// one. A kept lease is unchanged, so a heartbeat that keeps it writes
+// nothing; it ends no later than the instance counts it to, from the send
+// of the declaration that got it.
+func (m Machine) renewal(s *State, h *Holder, d Declaration, at UnixNano) Lease {
+	l, running := h.Instances[d.Instance]
+	if d.KeepLeaseOf != 0 && running && l.DeclarationID == d.KeepLeaseOf && l.Epoch == d.Epoch && !l.Released && !l.Revoked && at < l.End() {
+		return l
+	}
+	return m.lease(s, d, at)
 }
 
 // maxEpochStep is the step in force.
@@ -251,7 +268,8 @@ func (m Machine) maxEpochStep() uint64 {
 // new instance of the holder beyond MaxInstances a *LimitError; every other
 // declaration, accepted or refused, records the cluster's epoch and the
 // time it was seen, to DeclaredAtResolution. Leases are kept per instance
-// of the holder: a renewal extends only the declaring instance's lease, and
+// of the holder: a renewal extends only the declaring instance's lease (or
+// keeps it running as it is, when asked to: see renewal), and
 // the fence moves to another cluster only once the holder is Free. A
 // revoked lease, or every lease of a revoked cluster, is not renewed.
 func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) {
@@ -336,7 +354,8 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		// Not revoked at this epoch: any revocation the instance
 		// outlived was at a lower one.
 		delete(holder.RevokedInstances, d.Instance)
-		holder.Instances[d.Instance] = m.lease(&next, d.Epoch, at)
+		answer.Lease = m.renewal(&next, holder, d, at)
+		holder.Instances[d.Instance] = answer.Lease
 		holder.summarize()
 		next.Pending = nil
 
@@ -354,6 +373,9 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 		history = m.takeOver(&next, d, at, &answer, false)
 	}
 	granted := answer.Outcome == Granted
+	if granted {
+		answer.Lease = next.Holder.Instances[d.Instance]
+	}
 	if answer.Outcome != Regressed {
 		// The generation moves on when the cluster is granted the fence,
 		// which is when a backup of it starts to matter, and every period
@@ -460,7 +482,7 @@ func (m Machine) grant(s *State, d Declaration, at UnixNano) {
 		Epoch:      d.Epoch,
 		AcquiredAt: at,
 	}
-	s.Holder.Instances = map[string]Lease{d.Instance: m.lease(s, d.Epoch, at)}
+	s.Holder.Instances = map[string]Lease{d.Instance: m.lease(s, d, at)}
 	s.Holder.summarize()
 	s.Pending = nil
 }

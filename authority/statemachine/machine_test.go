@@ -98,12 +98,12 @@ func seen(clusters map[Identity]uint64) map[string]Cluster {
 }
 
 // bookkeeping leaves out of a comparison the numbers the machine keeps
-// for the store and the cluster generations, which TestLeaseNumbers and
-// TestClusterGeneration check: the tests of the fence's rules compare
-// everything else.
+// for the store, the answered lease and the cluster generations, which
+// TestLeaseNumbers, TestKeptLease and TestClusterGeneration check: the
+// tests of the fence's rules compare everything else.
 var bookkeeping = cmp.Options{
 	cmpopts.IgnoreFields(Lease{}, "Seq", "TTL"),
-	cmpopts.IgnoreFields(Answer{}, "ClusterGeneration"),
+	cmpopts.IgnoreFields(Answer{}, "ClusterGeneration", "Lease"),
 	cmpopts.IgnoreFields(Cluster{}, "Generation", "PreviousGeneration", "GenerationAt"),
 }
 

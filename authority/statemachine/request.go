@@ -17,6 +17,13 @@ type Declaration struct {
 	// Generation is the cluster generation the instance presents (see
 	// Cluster.Generation); 0 if it knows none.
 	Generation uint64
+	// ID names the declaration among the instance's; a lease it gets is
+	// stored with it. 0: none.
+	ID uint64
+	// KeepLeaseOf asks for the instance's running lease, got by the
+	// declaration with this ID, to be kept instead of renewed; 0 asks for a
+	// renewal.
+	KeepLeaseOf uint64
 }
 
 // Release is a ReleaseFence request within one domain.

@@ -140,6 +140,10 @@ type Lease struct {
 	// TTL is the length the lease was granted for; 0 for a lease written
 	// before it was recorded.
 	TTL time.Duration `json:"ttl_ns,omitempty"`
+	// DeclarationID is the ID of the declaration that got the lease: the
+	// instance counts the lease from that declaration's send, and may ask
+	// for the lease to be kept by it. 0 when the declaration named none.
+	DeclarationID uint64 `json:"declaration_id,omitempty"`
 	// LocalEnd is when this replica of the authority judges that the lease
 	// ends, on the time scale of the step's now; the store sets it before
 	// each step and never stores it. 0 means ExpiresAt.

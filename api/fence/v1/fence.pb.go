@@ -666,8 +666,22 @@ type DeclareClusterEpochRequest struct {
 	// (a control plane restored from a backup of this cluster), unless the
 	// epoch is above every epoch the cluster declared before.
 	ClusterGeneration uint64 `protobuf:"varint,6,opt,name=cluster_generation,json=clusterGeneration,proto3" json:"cluster_generation,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Names this declaration among the instance's: a random number, not 0,
+	// new for every declaration. The lease a declaration gets is stored with
+	// its declaration_id, so that a later declaration can ask for that lease
+	// to be kept (keep_lease_of). 0: the declaration names none.
+	DeclarationId uint64 `protobuf:"varint,7,opt,name=declaration_id,json=declarationId,proto3" json:"declaration_id,omitempty"`
+	// The declaration_id of the declaration whose lease the instance holds
+	// and asks the authority to keep instead of renewing it: the authority
+	// then answers with that lease and writes nothing, unless something else
+	// about the cluster changed. It keeps it only when it is the instance's
+	// running lease, not released, at the declared epoch; otherwise it renews
+	// as for 0. An instance asks for it while most of the lease is left
+	// (fencegate's agent: less than a third of it has passed), so that
+	// frequent heartbeats do not each write a new lease.
+	KeepLeaseOf   uint64 `protobuf:"varint,8,opt,name=keep_lease_of,json=keepLeaseOf,proto3" json:"keep_lease_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeclareClusterEpochRequest) Reset() {
@@ -742,20 +756,41 @@ func (x *DeclareClusterEpochRequest) GetClusterGeneration() uint64 {
 	return 0
 }
 
+func (x *DeclareClusterEpochRequest) GetDeclarationId() uint64 {
+	if x != nil {
+		return x.DeclarationId
+	}
+	return 0
+}
+
+func (x *DeclareClusterEpochRequest) GetKeepLeaseOf() uint64 {
+	if x != nil {
+		return x.KeepLeaseOf
+	}
+	return 0
+}
+
 // DeclareClusterEpochResponse grants or renews the fence.
 type DeclareClusterEpochResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The holder: the declaring cluster.
 	Holder *Holder `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
-	// How long the lease lasts from the time the authority handled the call.
+	// How long the lease lasts. It runs from the send of the declaration
+	// named by lease_declaration_id: this one when that is 0 or this one's
+	// declaration_id. The authority judges the lease ended no earlier than
+	// lease_ttl after it first saw that declaration.
 	LeaseTtl *durationpb.Duration `protobuf:"bytes,2,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	// The fencing token of this holder.
 	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	// The cluster's current generation, to present in the next declaration
 	// (refusals carry it in ErrorInfo metadata "cluster_generation").
 	ClusterGeneration uint64 `protobuf:"varint,4,opt,name=cluster_generation,json=clusterGeneration,proto3" json:"cluster_generation,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The declaration_id of the declaration that got the lease: this
+	// declaration's, or its keep_lease_of when the lease was kept. 0 when the
+	// declaration named no declaration_id.
+	LeaseDeclarationId uint64 `protobuf:"varint,5,opt,name=lease_declaration_id,json=leaseDeclarationId,proto3" json:"lease_declaration_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DeclareClusterEpochResponse) Reset() {
@@ -812,6 +847,13 @@ func (x *DeclareClusterEpochResponse) GetToken() uint64 {
 func (x *DeclareClusterEpochResponse) GetClusterGeneration() uint64 {
 	if x != nil {
 		return x.ClusterGeneration
+	}
+	return 0
+}
+
+func (x *DeclareClusterEpochResponse) GetLeaseDeclarationId() uint64 {
+	if x != nil {
+		return x.LeaseDeclarationId
 	}
 	return 0
 }
@@ -1760,7 +1802,7 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\apending\x18\x03 \x01(\v2#.fencegate.fence.v1.PendingTakeoverR\apending\x12=\n" +
 	"\bclusters\x18\x04 \x03(\v2!.fencegate.fence.v1.ClusterRecordR\bclusters\x126\n" +
 	"\tlease_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x1a\n" +
-	"\brevision\x18\x06 \x01(\x03R\brevision\"\xd9\x01\n" +
+	"\brevision\x18\x06 \x01(\x03R\brevision\"\xa4\x02\n" +
 	"\x1aDeclareClusterEpochRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x1f\n" +
@@ -1768,12 +1810,15 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"clusterUid\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1a\n" +
 	"\binstance\x18\x05 \x01(\tR\binstance\x12-\n" +
-	"\x12cluster_generation\x18\x06 \x01(\x04R\x11clusterGeneration\"\xce\x01\n" +
+	"\x12cluster_generation\x18\x06 \x01(\x04R\x11clusterGeneration\x12%\n" +
+	"\x0edeclaration_id\x18\a \x01(\x04R\rdeclarationId\x12\"\n" +
+	"\rkeep_lease_of\x18\b \x01(\x04R\vkeepLeaseOf\"\x80\x02\n" +
 	"\x1bDeclareClusterEpochResponse\x122\n" +
 	"\x06holder\x18\x01 \x01(\v2\x1a.fencegate.fence.v1.HolderR\x06holder\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12-\n" +
-	"\x12cluster_generation\x18\x04 \x01(\x04R\x11clusterGeneration\"\xa3\x01\n" +
+	"\x12cluster_generation\x18\x04 \x01(\x04R\x11clusterGeneration\x120\n" +
+	"\x14lease_declaration_id\x18\x05 \x01(\x04R\x12leaseDeclarationId\"\xa3\x01\n" +
 	"\x13ReleaseFenceRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
