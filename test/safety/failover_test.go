@@ -91,7 +91,7 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, events, denied, stale, multi, manyDomains, restored, toCopies := 0, 0, 0, 0, 0, 0, 0, 0
+	steps, events, denied, stale, multi, manyDomains, restored, toCopies, quick, kept := 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 	kinds := map[stepKind]int{}
 	began := time.Now()
 	for i, seed := range list {
@@ -122,6 +122,10 @@ func TestRandomizedFailover(t *testing.T) {
 		if sched.domains > 1 {
 			manyDomains++
 		}
+		if sched.quick {
+			quick++
+		}
+		kept += h.KeptLeases
 		events += len(h.Events)
 		denied += h.Denied
 		t.Logf("history %d/%d, seed %d: %d pod(s) per cluster, %d domain(s), %d steps, %d admitted (%d tokens, %d handovers), %d denied",
@@ -134,11 +138,11 @@ func TestRandomizedFailover(t *testing.T) {
 			t.Fatal(unsafe(sched, h, r, replay))
 		}
 	}
-	t.Logf("%d histories (%d of them with several pods per cluster, %d with several domains) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
-		"%d late commits admitted under the token they were decided under and %d refused as stale, "+
+	t.Logf("%d histories (%d of them with several pods per cluster, %d with several domains, %d with agents declaring every %s) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
+		"%d late commits admitted under the token they were decided under and %d refused as stale, %d answers that kept a holder's running lease, "+
 		"%d schedule steps (%d raises, %d in-place failovers, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster and %d failed over to), %d events",
-		len(list), multi, manyDomains, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
-		total.Asserted, stale, steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
+		len(list), multi, manyDomains, quick, quickDeclareInterval, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
+		total.Asserted, stale, kept, steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

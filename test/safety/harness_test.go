@@ -155,6 +155,8 @@ type run struct {
 	copyHeld atomic.Bool
 	// held is set, by cluster, once one of its pods was granted the fence.
 	held []atomic.Bool
+	// keptLeases counts the holders' answers that kept their lease.
+	keptLeases atomic.Int64
 	// background runs the steps that outlast their start: partitions and
 	// terminating pods.
 	background sync.WaitGroup
@@ -292,7 +294,7 @@ func (r *run) play() History {
 	}
 	if r.awaited != nil {
 		// What happened is admitted on for a moment before the end.
-		r.sleepUntil(r.since() + declareInterval)
+		r.sleepUntil(r.since() + r.sched.declareInterval())
 	}
 	close(r.ending)
 	r.background.Wait()
@@ -354,8 +356,8 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 			ClusterUID:      p.uid,
 			Epoch:           epochs[d],
 			Instance:        p.instance(),
-			DeclareInterval: declareInterval,
-			DeclareTimeout:  declareTimeout,
+			DeclareInterval: r.sched.declareInterval(),
+			DeclareTimeout:  r.sched.declareTimeout(),
 			LeaseMargin:     leaseMargin,
 			Logger:          logr.Discard(),
 			Registerer:      prometheus.NewRegistry(),
@@ -621,7 +623,7 @@ func (r *run) stop() History {
 		})
 	}
 	stopping.Wait()
-	h := History{Seed: r.sched.seed}
+	h := History{Seed: r.sched.seed, KeptLeases: int(r.keptLeases.Load())}
 	for _, p := range pods {
 		h.Admissions = append(h.Admissions, p.admissions...)
 		h.Denied += p.denied
@@ -643,6 +645,8 @@ type recorder struct {
 
 	mu   sync.Mutex
 	last fencestate.State
+	// lastActive is the last active state written.
+	lastActive fencestate.State
 }
 
 func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
@@ -652,6 +656,14 @@ func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if s.Status == fencestate.Active {
+		// A later answer that left the lease's end where it was: the
+		// authority kept the lease.
+		if p := w.lastActive; err == nil && p.Token == s.Token && p.ValidUntilNS == s.ValidUntilNS && p.LastSuccessNS < s.LastSuccessNS {
+			w.run.keptLeases.Add(1)
+		}
+		w.lastActive = s
+	}
 	if err == nil && s.Status == w.last.Status && s.Holder == w.last.Holder && s.Token == w.last.Token && s.Reason == w.last.Reason {
 		return nil
 	}

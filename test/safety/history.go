@@ -30,6 +30,9 @@ type History struct {
 	// Stale counts the late commits (writes decided under an earlier
 	// token) refused as stale.
 	Stale int
+	// KeptLeases counts the answers to holders that kept their running
+	// lease instead of renewing it.
+	KeptLeases int
 }
 
 // Write prints h in time order, compactly: each event on a line, and each

@@ -16,6 +16,12 @@ const (
 	declareInterval = 400 * time.Millisecond
 	declareTimeout  = 300 * time.Millisecond
 	leaseMargin     = 300 * time.Millisecond
+	// quickDeclareInterval and quickDeclareTimeout are the agents' of
+	// half the histories: they declare more often than a third of the
+	// lease's usable part, so that the holders keep their running leases
+	// between renewals (fenceagent.KeepsLease).
+	quickDeclareInterval = 200 * time.Millisecond
+	quickDeclareTimeout  = 180 * time.Millisecond
 	// chaos is the span over which a schedule's steps are spread; a
 	// history ends shortly after its last step.
 	chaos = 2500 * time.Millisecond
@@ -171,6 +177,23 @@ type schedule struct {
 	// offsets are the authority replicas' first wall clock offsets; nil
 	// leaves them at the real time.
 	offsets []time.Duration
+	// quick makes the agents declare every quickDeclareInterval.
+	quick bool
+}
+
+// declareInterval and declareTimeout are the agents' of the history.
+func (s schedule) declareInterval() time.Duration {
+	if s.quick {
+		return quickDeclareInterval
+	}
+	return declareInterval
+}
+
+func (s schedule) declareTimeout() time.Duration {
+	if s.quick {
+		return quickDeclareTimeout
+	}
+	return declareTimeout
 }
 
 // maxDomains bounds the fence domains a history's pods serve.
@@ -267,6 +290,8 @@ func plan(seed uint64, replicas int, n nemeses) schedule {
 		}
 		s.steps = append(s.steps, st)
 	}
+	// Drawn last, so that a seed's steps stay what they were before.
+	s.quick = rng.IntN(2) == 0
 	return s
 }
 
@@ -288,6 +313,7 @@ func (s schedule) String() string {
 	if s.offsets != nil {
 		fmt.Fprintf(&b, ", authority replicas' clocks off by %v", s.offsets)
 	}
+	fmt.Fprintf(&b, ", agents declaring every %s", s.declareInterval())
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "\n  at %s: %s", seconds(st.at), st)
 	}
