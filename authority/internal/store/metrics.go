@@ -17,6 +17,8 @@ type metrics struct {
 	token       *prometheus.GaugeVec
 	leaseExpiry *prometheus.GaugeVec
 	etcdWatches prometheus.Gauge
+	// cachedAnswers counts the declarations answered without etcd.
+	cachedAnswers prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,8 +50,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencegate_authority_etcd_watches",
 			Help: "The etcd watches this authority keeps open: one per domain that fence watchers (fencegate_authority_watchers) follow, however many they are.",
 		}),
+		cachedAnswers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencegate_authority_store_cached_answers_total",
+			Help: "Declarations that changed nothing (a standby's, a holder's kept lease), answered from the record this authority confirmed with etcd less than a second before, without a transaction.",
+		}),
 	}
-	if err := promreg.Register(reg, "store", m.txnDuration, m.retries, m.grants, m.token, m.leaseExpiry, m.etcdWatches); err != nil {
+	if err := promreg.Register(reg, "store", m.txnDuration, m.retries, m.grants, m.token, m.leaseExpiry, m.etcdWatches, m.cachedAnswers); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -103,8 +104,54 @@ type Store struct {
 type domainEntry struct {
 	lock   *semaphore.Weighted
 	cached *Snapshot
+	// confirmed is when etcd last confirmed that cached was the current
+	// record, on the monotonic clock: no later than the read or
+	// transaction that did so began.
+	confirmed time.Duration
+	// watched is the newest revision of the record that a watch of this
+	// process saw.
+	watched atomic.Int64
 	// leases is when this replica first saw each lease of the domain.
 	leases leaseClock
+}
+
+// cachedAnswerFor is how long after etcd confirmed a cached record a
+// declaration that changes nothing may be answered from it without asking
+// etcd again, while this process watches the domain (for its WatchFence
+// streams, which agents open), so that another replica's change ends the
+// cached record within the watch's delay. Such an answer (a standby's
+// CLUSTER_FENCED, a holder's kept lease, a pending takeover's
+// FENCE_ACQUIRING) extends no lease: an answer from a record another
+// replica has just changed tells a cluster less than it could know, never
+// more. A kept lease still counts from the declaration that got it, and
+// every write is still checked against the current record. The bound
+// covers a watch that fell silent.
+const cachedAnswerFor = time.Second
+
+// fresh reports whether an answer that changes nothing may come from cur,
+// the cached record, at mono: etcd confirmed it less than cachedAnswerFor
+// ago, and no watch of this process saw the record change since.
+func (e *domainEntry) fresh(cur Snapshot, mono time.Duration) bool {
+	return e.cached != nil && mono-e.confirmed < cachedAnswerFor && e.watched.Load() <= cur.Revision
+}
+
+// watching reports whether this process follows the domain with an etcd
+// watch.
+func (s *Store) watching(domain string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.watches[domain]
+	return ok
+}
+
+// saw records a revision of the record that a watch saw.
+func (e *domainEntry) saw(revision int64) {
+	for {
+		seen := e.watched.Load()
+		if revision <= seen || e.watched.CompareAndSwap(seen, revision) {
+			return
+		}
+	}
 }
 
 // Snapshot is one domain's fence as stored at one revision.
@@ -189,7 +236,7 @@ func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Decla
 	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Declare(cur, d, now)
-		return change{state: result.State, write: result.Changed, history: result.History}, err
+		return change{state: result.State, write: result.Changed, history: result.History, cached: true}, err
 	})
 	if err != nil {
 		return statemachine.Result{}, err
@@ -285,8 +332,13 @@ type change struct {
 	// state is the next state.
 	state statemachine.State
 	// write=false means nothing needs storing, though the answer is still
-	// checked against the current record.
+	// checked against the current record, unless it may come from the
+	// cached one (cached).
 	write bool
+	// cached marks an answer that, when it changes nothing, may come from
+	// the record this process cached while that is fresh (see
+	// domainEntry.fresh): a declaration's. Such an answer extends no lease.
+	cached bool
 	// history is appended to the domain's history in the same
 	// transaction; it needs write.
 	history []statemachine.HistoryEntry
@@ -364,12 +416,16 @@ func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, 
 		return Snapshot{}, false, &stepError{err}
 	}
 	entry.leases.remember(ch.state, mono)
+	if !ch.write && ch.cached && entry.fresh(cur, mono) && s.watching(domain) {
+		s.metrics.cachedAnswers.Inc()
+		return cur, true, nil
+	}
 	committed, ok, err := s.commit(ctx, cur, ch, by)
 	if err != nil {
 		entry.cached = nil
 		return Snapshot{}, false, err
 	}
-	entry.cached = &committed
+	entry.cached, entry.confirmed = &committed, mono
 	if h := committed.State.Holder; ok && h != nil {
 		s.metrics.observeHolder(domain, h)
 	}
@@ -382,11 +438,12 @@ func (s *Store) current(ctx context.Context, entry *domainEntry, domain string) 
 	if entry.cached != nil {
 		return *entry.cached, nil
 	}
+	began := s.monotonic()
 	snap, _, err := s.read(ctx, domain)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	entry.cached = &snap
+	entry.cached, entry.confirmed = &snap, began
 	return snap, nil
 }
 

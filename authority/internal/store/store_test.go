@@ -65,7 +65,8 @@ func declareIn(ctx context.Context, t *testing.T, s *Store, d statemachine.Decla
 // TestReplicasNeverAnswerFromAStaleRecord has two stores over one etcd, as
 // two authority replicas: each caches the record it last wrote, and must
 // notice when the other changed it since, for answers that write and for
-// answers that do not.
+// releases that do not (declarations that do not: see
+// TestDeclarationsThatChangeNothingWriteNothing).
 func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -103,8 +104,10 @@ func TestReplicasNeverAnswerFromAStaleRecord(t *testing.T) {
 
 // TestDeclarationsThatChangeNothingWriteNothing: a standby's declarations
 // within the resolution of its last-declared time reach etcd as a read
-// that checks the record is current, not as a write; an answer from a
-// record another replica changed meanwhile is still never given.
+// that checks the record is current, not as a write; while the store
+// watches the domain, not at all within cachedAnswerFor of the last such
+// check. An answer from a record another replica changed is not given
+// once the watch saw the change.
 func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -123,23 +126,50 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 		}
 		return resp.Header.Revision
 	}
+	checked := func() uint64 {
+		t.Helper()
+		var m dto.Metric
+		if err := a.metrics.txnDuration.WithLabelValues("checked").(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
 
 	declareIn(ctx, t, a, decl("east", 1), statemachine.Granted)
 	declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced) // its first: written
 	before := revision()
+	// Unwatched: each one checked.
 	for range 5 {
-		clk.Step(time.Second)
+		declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced)
+	}
+	if got := checked(); got != 5 {
+		t.Errorf("unwatched: %d transactions counted as checked, want the 5 that wrote nothing", got)
+	}
+	// Watched: checked once cachedAnswerFor passed since the last check,
+	// else answered from the cache.
+	heard := make(chan int64, 10)
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = a.Watch(watchCtx, "default", func(ev Event) error {
+			heard <- ev.Snapshot.Revision
+			return nil
+		})
+	}()
+	<-heard // the snapshot it starts with
+	for range 5 {
+		clk.Step(cachedAnswerFor)
+		declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced)
 		declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced)
 	}
 	if got := revision(); got != before {
-		t.Fatalf("five declarations that changed nothing moved etcd's revision from %d to %d", before, got)
+		t.Fatalf("15 declarations that changed nothing moved etcd's revision from %d to %d", before, got)
 	}
-	var checked dto.Metric
-	if err := a.metrics.txnDuration.WithLabelValues("checked").(prometheus.Histogram).Write(&checked); err != nil {
-		t.Fatal(err)
+	if got := checked(); got != 10 {
+		t.Errorf("watched: %d transactions counted as checked, want 5 more", got)
 	}
-	if got := checked.GetHistogram().GetSampleCount(); got != 5 {
-		t.Errorf("%d transactions counted as checked, want the 5 that wrote nothing", got)
+	if got := testutil.ToFloat64(a.metrics.cachedAnswers); got != 5 {
+		t.Errorf("%v declarations answered from the cache, want 5", got)
 	}
 	// Once the recorded time is as old as the resolution, it is written.
 	clk.Step(statemachine.DefaultDeclaredAtResolution)
@@ -155,9 +185,10 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 		t.Errorf("west last declared at %d, want %d", got, want)
 	}
 	// Through b, west raises its epoch. a caches west at epoch 1, where a
-	// repeat would change nothing; its answer must come from the record b
-	// wrote, in which epoch 1 is a regression.
+	// repeat changes nothing; once a's watch saw b's change, a answers
+	// from the record b wrote, in which epoch 1 is a regression.
 	declareIn(ctx, t, b, decl("west", 2), statemachine.Acquiring)
+	<-heard
 	declareIn(ctx, t, a, decl("west", 1), statemachine.Regressed)
 }
 

@@ -54,6 +54,9 @@ func (s *Store) Watch(ctx context.Context, domain string, fn func(Event) error) 
 	if err != nil {
 		return err
 	}
+	// The watch follows the record from this read on: a record cached
+	// before it may be older (see domainEntry.fresh).
+	s.entry(domain).saw(snap.Revision)
 	if err := fn(Event{Snapshot: snap}); err != nil {
 		return err
 	}
@@ -353,6 +356,9 @@ func (dw *domainWatch) advance() error {
 	if state == dw.state && grant == dw.grant {
 		return nil
 	}
+	// Another replica's change ends the cached record's freshness at
+	// once, not only after cachedAnswerFor.
+	dw.store.entry(dw.domain).saw(state)
 	snap, err := dw.store.decode(dw.domain, slices.Collect(maps.Values(dw.kvs)))
 	if err != nil {
 		return err
