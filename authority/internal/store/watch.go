@@ -56,7 +56,8 @@ func (s *Store) Watch(ctx context.Context, domain string, fn func(Event) error) 
 	}
 	// The watch follows the record from this read on: a record cached
 	// before it may be older (see domainEntry.fresh).
-	s.entry(domain).saw(snap.Revision)
+	entry := s.entry(domain)
+	entry.saw(snap.Revision)
 	if err := fn(Event{Snapshot: snap}); err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func (s *Store) Watch(ctx context.Context, domain string, fn func(Event) error) 
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval = 50*time.Millisecond, 2*time.Second
 	for {
-		err := w.follow(ctx, s.subscribe(domain, snap, resp))
+		err := w.follow(ctx, s.subscribe(domain, entry, snap, resp))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -167,7 +168,11 @@ type subscription struct {
 // only the revisions that change what they report; it stops when its last
 // subscriber leaves.
 type domainWatch struct {
-	store  *Store
+	store *Store
+	// entry is the domain's, which hears of each revision the watch sees
+	// without the store's lock: dw.mu is held then, and the store's lock
+	// is taken before dw.mu elsewhere.
+	entry  *domainEntry
 	domain string
 	stop   context.CancelFunc
 
@@ -183,14 +188,15 @@ type domainWatch struct {
 }
 
 // subscribe joins the domain's watch, starting one from resp (a read of
-// the domain) and snap (its fence) when there is none.
-func (s *Store) subscribe(domain string, snap Snapshot, resp *clientv3.GetResponse) *subscription {
+// the domain) and snap (its fence) when there is none; entry is the
+// domain's.
+func (s *Store) subscribe(domain string, entry *domainEntry, snap Snapshot, resp *clientv3.GetResponse) *subscription {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dw, ok := s.watches[domain]
 	if !ok {
 		ctx, stop := context.WithCancel(context.Background())
-		dw = &domainWatch{store: s, domain: domain, stop: stop, subs: map[*subscription]struct{}{}}
+		dw = &domainWatch{store: s, entry: entry, domain: domain, stop: stop, subs: map[*subscription]struct{}{}}
 		dw.reset(resp)
 		dw.last, dw.state, dw.grant = snap, dw.modRevision(s.stateKey(domain)), dw.modRevision(s.grantKey(domain))
 		if s.watches == nil {
@@ -358,7 +364,7 @@ func (dw *domainWatch) advance() error {
 	}
 	// Another replica's change ends the cached record's freshness at
 	// once, not only after cachedAnswerFor.
-	dw.store.entry(dw.domain).saw(state)
+	dw.entry.saw(state)
 	snap, err := dw.store.decode(dw.domain, slices.Collect(maps.Values(dw.kvs)))
 	if err != nil {
 		return err
