@@ -202,3 +202,47 @@ func TestGrantedLeaseNamesItsDeclaration(t *testing.T) {
 		t.Fatalf("outcome %s, answered lease %+v, stored %+v; want granted with declaration 5's lease", r.Answer.Outcome, r.Answer.Lease, r.State.Holder.Instances[""])
 	}
 }
+
+// TestStateEqual: State.Equal tells apart states that differ in any part
+// the machine changes, and only those.
+func TestStateEqual(t *testing.T) {
+	base := func() State {
+		s := State{Holder: holding(east, 3, 0), Pending: pendingAt(west, 4, 0), LeaseSeq: 2, LastGeneration: 5,
+			Clusters: seen(map[Identity]uint64{east: 3, west: 4})}
+		s.Holder.RevokedInstances = map[string]RevokedInstance{"old": {Epoch: 2, EndedAt: at(0)}}
+		return s
+	}
+	tests := map[string]struct {
+		edit func(*State)
+		want bool
+	}{
+		"the same":                 {edit: func(*State) {}, want: true},
+		"a copy":                   {edit: func(s *State) { *s = s.Clone() }, want: true},
+		"the lease numbers":        {edit: func(s *State) { s.LeaseSeq++ }},
+		"the last generation":      {edit: func(s *State) { s.LastGeneration++ }},
+		"no pending takeover":      {edit: func(s *State) { s.Pending = nil }},
+		"the pending epoch":        {edit: func(s *State) { s.Pending = pendingAt(west, 5, 0) }},
+		"a cluster's record":       {edit: func(s *State) { c := s.Clusters[west.UID]; c.LastDeclaredAt++; s.Clusters[west.UID] = c }},
+		"another cluster":          {edit: func(s *State) { s.Clusters[north.UID] = Cluster{Name: north.Name} }},
+		"no holder":                {edit: func(s *State) { s.Holder = nil }},
+		"the holder's epoch":       {edit: func(s *State) { s.Holder.Epoch++ }},
+		"an instance's lease":      {edit: func(s *State) { l := s.Holder.Instances[""]; l.DeclarationID++; s.Holder.Instances[""] = l }},
+		"a revoked instance":       {edit: func(s *State) { delete(s.Holder.RevokedInstances, "old") }},
+		"the holder's revocation":  {edit: func(s *State) { s.Holder.RevokedBy = "operator" }},
+		"the pending copy marker":  {edit: func(s *State) { s.Pending.Copy = true }},
+		"the holder's lease end":   {edit: func(s *State) { s.Holder.LeaseExpiresAt++ }},
+		"the holder's acquisition": {edit: func(s *State) { s.Holder.AcquiredAt++ }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, o := base(), base()
+			tc.edit(&o)
+			if got := s.Equal(o); got != tc.want {
+				t.Errorf("Equal = %v, want %v", got, tc.want)
+			}
+			if got := o.Equal(s); got != tc.want {
+				t.Errorf("Equal the other way = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package statemachine
 import (
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
 )
@@ -435,7 +434,7 @@ func (m Machine) keepDeclaredAt(s State, next *State, uid string, at UnixNano) b
 	now := record.LastDeclaredAt
 	record.LastDeclaredAt = prev.LastDeclaredAt
 	next.Clusters[uid] = record
-	if reflect.DeepEqual(s, *next) {
+	if s.Equal(*next) {
 		return false
 	}
 	record.LastDeclaredAt = now

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -438,4 +439,16 @@ func (s State) Clone() State {
 	}
 	out.Clusters = maps.Clone(s.Clusters)
 	return out
+}
+
+// Equal reports whether s and o are the same state. The authority asks it
+// of every declaration (did it change anything to store?), so the records
+// are compared as values, without reflection: maps.Equal needs them
+// comparable, which a field that == cannot compare would break at
+// compile time. The holder, whose instances are maps, is compared
+// through reflect.DeepEqual.
+func (s State) Equal(o State) bool {
+	return s.LeaseSeq == o.LeaseSeq && s.LastGeneration == o.LastGeneration &&
+		(s.Pending == nil) == (o.Pending == nil) && (s.Pending == nil || *s.Pending == *o.Pending) &&
+		maps.Equal(s.Clusters, o.Clusters) && reflect.DeepEqual(s.Holder, o.Holder)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"maps"
 	"time"
 
 	"github.com/fencegate/fencegate/authority/statemachine"
@@ -47,8 +48,11 @@ func (c *leaseClock) judge(s statemachine.State, now time.Time, mono time.Durati
 	if *c == nil {
 		*c = leaseClock{}
 	}
-	s = s.Clone()
-	h = s.Holder
+	// Only the leases change: the rest is shared with s, which no step
+	// changes (each clones what it changes).
+	judged := *h
+	judged.Instances = maps.Clone(h.Instances)
+	h, s.Holder = &judged, &judged
 	for name, l := range h.Instances {
 		key := keyOf(h, name, l)
 		first, seen := (*c)[key]
