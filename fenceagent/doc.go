@@ -19,7 +19,9 @@
 // reason, Unimplemented → unsupported), each state naming the epoch its
 // declaration was sent at;
 // transient gRPC errors keep the last status, retried with backoff, until it
-// expires. Being active is valid until send time + lease TTL − margin, and a
+// expires. Being active is valid until send time + lease TTL − margin (the
+// send of the declaration that got the lease: a holder that declares more
+// often than it must asks for its lease to be kept, see KeepsLease), and a
 // local timer turns it to unknown when that passes without renewal, whether
 // or not any call returns. Told CLUSTER_FENCED while holding the fence, the
 // agent writes "fenced" into the store first and only then releases the
