@@ -191,7 +191,7 @@ func checkDeclared(t *testing.T, s State, r Result, d Declaration, now time.Time
 	}
 	old, next := upgraded(s.Holder), r.State.Holder
 	checkSummary(t, next)
-	own := Lease{Epoch: d.Epoch, ExpiresAt: At(now).Add(lease), Seq: r.State.LeaseSeq, TTL: lease}
+	own := Lease{Epoch: d.Epoch, ExpiresAt: At(now).Add(lease), Seq: r.State.LeaseSeq, TTL: lease, DeclarationID: d.ID}
 	switch r.Answer.Outcome {
 	case Granted:
 		if next == nil || !next.Is(d.Cluster) || next.Epoch != d.Epoch || next.Token != 0 || !reflect.DeepEqual(next.Instances, map[string]Lease{d.Instance: own}) || r.State.Pending != nil {
@@ -201,8 +201,14 @@ func checkDeclared(t *testing.T, s State, r Result, d Declaration, now time.Time
 			t.Fatalf("the fence moved from %+v to %+v at %d: only a strictly higher epoch takes it, and only once every instance of the holder released or its lease ended", old, d, At(now))
 		}
 	case Renewed:
-		if old == nil || !old.Is(d.Cluster) || next.Token != old.Token || next.AcquiredAt != old.AcquiredAt || next.Epoch < old.Epoch || next.Instances[d.Instance] != own {
+		if old == nil || !old.Is(d.Cluster) || next.Token != old.Token || next.AcquiredAt != old.AcquiredAt || next.Epoch < old.Epoch {
 			t.Fatalf("renewed %+v as %+v", old, next)
+		}
+		// A new lease of this declaration's, or the instance's running
+		// lease unchanged, which the declaration asked to keep.
+		got := next.Instances[d.Instance]
+		if kept := d.KeepLeaseOf != 0 && got.DeclarationID == d.KeepLeaseOf; kept && got != old.Instances[d.Instance] || !kept && got != own || got != r.Answer.Lease {
+			t.Fatalf("renewed %+v: lease %+v, answered %+v, was %+v", d, got, r.Answer.Lease, old.Instances[d.Instance])
 		}
 		if p := s.Pending; p != nil && p.Epoch > d.Epoch {
 			t.Fatalf("renewed %+v while a takeover at epoch %d was pending", d, p.Epoch)
@@ -376,6 +382,12 @@ func FuzzSequence(f *testing.F) {
 	f.Add([]byte{0, 4, 0, 240, 4, 1, 0, 9, 1, 0, 9, 20, 0, 9, 20, 242, 1, 0})
 	// An operator revokes one instance of two; the other renews.
 	f.Add([]byte{3, 4, 0, 6, 4, 1, 241, 4, 1, 3, 4, 1, 6, 4, 1, 0, 9, 10, 0, 9, 40})
+	// East's pod keeps its lease twice, then renews; west takes over once
+	// the lease, counted from the declaration that got it, ended.
+	f.Add([]byte{0, 4, 0, 1, 4, 4, 1, 4, 4, 0, 9, 2, 1, 4, 4, 0, 9, 30, 0, 9, 30})
+	// Two pods of east: one keeps another's declaration's lease (it holds
+	// none), the other keeps its own; an operator revokes one.
+	f.Add([]byte{0, 4, 0, 3, 4, 0, 4, 4, 2, 1, 4, 2, 241, 4, 1, 1, 4, 2, 0, 9, 40})
 	machine := Machine{LeaseTTL: ttl}
 	f.Fuzz(func(t *testing.T, steps []byte) {
 		var s State
@@ -383,8 +395,14 @@ func FuzzSequence(f *testing.F) {
 		token := uint64(100)
 		highest := map[string]uint64{}
 		// believes holds, per process, until when it may believe that it
-		// holds the fence: the end of the lease of its last OK answer.
+		// holds the fence: the end of the lease of its last OK answer,
+		// counted from the declaration that got it (held).
 		believes := map[process]time.Time{}
+		type heldLease struct {
+			id uint64
+			at time.Time
+		}
+		held := map[process]heldLease{}
 		for i := 0; i+2 < len(steps); i += 3 {
 			op, who, wait := steps[i], steps[i+1], steps[i+2]
 			now = now.Add(time.Duration(wait%64) * ttl / 32)
@@ -408,7 +426,12 @@ func FuzzSequence(f *testing.F) {
 					delete(highest, c.UID)
 				}
 			case op%3 != 2:
-				d := presenting(s, Declaration{Cluster: c, Epoch: epoch, Instance: instance})
+				// Each declaration names itself by its step; op%3 == 1
+				// asks for the lease the process holds to be kept.
+				d := presenting(s, Declaration{Cluster: c, Epoch: epoch, Instance: instance, ID: uint64(i/3 + 1)})
+				if op%3 == 1 {
+					d.KeepLeaseOf = held[p].id
+				}
 				r, err := machine.Declare(s, d, now)
 				if !reflect.DeepEqual(s, before) {
 					t.Fatalf("step %d: Declare changed the state it was given", i/3)
@@ -434,13 +457,23 @@ func FuzzSequence(f *testing.F) {
 					}
 					token++
 					r.State.Holder.Token = token
+					held[p] = heldLease{d.ID, now}
 					believes[p] = now.Add(ttl)
 				case Renewed:
-					believes[p] = now.Add(ttl)
+					// As the agent does: a kept lease counts from the
+					// declaration that got it.
+					switch id := r.Answer.Lease.DeclarationID; {
+					case id == d.ID:
+						held[p] = heldLease{d.ID, now}
+					case id != held[p].id || id == 0:
+						t.Fatalf("step %d: renewed with the lease of declaration %d, neither %d's nor the kept %d", i/3, id, d.ID, d.KeepLeaseOf)
+					}
+					believes[p] = held[p].at.Add(ttl)
 				default:
 					// Told it does not hold the fence, the agent stops
 					// acting as holder before it does anything else.
 					delete(believes, p)
+					delete(held, p)
 				}
 				if old, next := s.Holder, r.State.Holder; old != nil && next.Token < old.Token {
 					t.Fatalf("step %d: token went from %d to %d", i/3, old.Token, next.Token)
@@ -471,6 +504,7 @@ func FuzzSequence(f *testing.F) {
 					for id := range believes {
 						if id.cluster.UID == c.UID && id.instance == instance {
 							delete(believes, id)
+							delete(held, id)
 						}
 					}
 				}
