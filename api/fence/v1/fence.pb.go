@@ -675,10 +675,12 @@ type DeclareClusterEpochRequest struct {
 	// and asks the authority to keep instead of renewing it: the authority
 	// then answers with that lease and writes nothing, unless something else
 	// about the cluster changed. It keeps it only when it is the instance's
-	// running lease, not released, at the declared epoch; otherwise it renews
-	// as for 0. An instance asks for it while most of the lease is left
-	// (fencegate's agent: less than a third of it has passed), so that
-	// frequent heartbeats do not each write a new lease.
+	// running lease, not released nor revoked, at the declared epoch;
+	// otherwise it renews as for 0. The instance counts a kept lease from the
+	// send of the declaration that got it. fencegate's agent asks while two
+	// thirds of the lease's usable part (TTL less its margin) would be left at
+	// its next declaration, so that frequent heartbeats do not each write a
+	// new lease.
 	KeepLeaseOf   uint64 `protobuf:"varint,8,opt,name=keep_lease_of,json=keepLeaseOf,proto3" json:"keep_lease_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
