@@ -239,8 +239,8 @@ func (m Machine) lease(s *State, d Declaration, at UnixNano) Lease {
 
 // renewal is the lease a renewing declaration d of the holder h gets: the
 // instance's running lease when d asks to keep it and may (it was got by
-// the declaration d names, at d's epoch, and is not released), else a new
-// one. A kept lease is unchanged, so a heartbeat that keeps it writes
+// the declaration d names, at d's epoch, and is neither released, revoked
+// nor ended), else a new one. A kept lease is unchanged, so a heartbeat that keeps it writes
 // nothing; it ends no later than the instance counts it to, from the send
 // of the declaration that got it.
 func (m Machine) renewal(s *State, h *Holder, d Declaration, at UnixNano) Lease {
