@@ -57,6 +57,9 @@ type authorityOptions struct {
 	maxEpochStep            uint64
 	clusterGenerationPeriod time.Duration
 	historyLimit            int
+
+	// logMetrics counts the log lines that sampling did not write.
+	logMetrics prometheus.Collector
 }
 
 // authorizationNone is the --authorization value that lets every caller
@@ -97,6 +100,7 @@ do everything.`,
 			if err != nil {
 				return err
 			}
+			o.logMetrics = logs.Metrics()
 			return o.run(cmd.Context(), log)
 		},
 	}
@@ -191,7 +195,7 @@ func (o *authorityOptions) validateAuthorization() []error {
 
 func (o *authorityOptions) run(ctx context.Context, log logr.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), o.logMetrics)
 	// /readyz answers from the service once it exists; /healthz as soon as
 	// the process serves HTTP, so an orchestrator can tell a slow etcd start
 	// from a dead process.

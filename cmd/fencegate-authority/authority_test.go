@@ -217,8 +217,9 @@ func TestAuthorityCommandServesAndKeepsItsData(t *testing.T) {
 		t.Errorf("gRPC health %v, %v; want SERVING", health.GetStatus(), err)
 	}
 	if status, body := httpGet("http://" + metrics + "/metrics"); status != http.StatusOK ||
-		!strings.Contains(body, `fencegate_authority_declarations_total{result="ok"} 1`) {
-		t.Errorf("/metrics answered %d without the declaration:\n%s", status, body)
+		!strings.Contains(body, `fencegate_authority_declarations_total{result="ok"} 1`) ||
+		!strings.Contains(body, `fencegate_log_lines_dropped_total{level="info"} 0`) {
+		t.Errorf("/metrics answered %d without the declaration or the log's dropped lines:\n%s", status, body)
 	}
 	if status, _ := httpGet("http://" + metrics + "/healthz"); status != http.StatusOK {
 		t.Errorf("/healthz answered %d", status)

@@ -102,6 +102,9 @@ type runOptions struct {
 	leaderElectionNamespace string
 	leaderElectionID        string
 	shutdownTimeout         time.Duration
+
+	// logMetrics counts the log lines that sampling did not write.
+	logMetrics prometheus.Collector
 }
 
 func newRunCommand(logs *cli.LogOptions) *cobra.Command {
@@ -124,6 +127,7 @@ spec.epoch on the standby above the active's epoch (fencegate failover).`,
 			if err != nil {
 				return err
 			}
+			o.logMetrics = logs.Metrics()
 			return o.run(cmd.Context(), logger)
 		},
 	}
@@ -365,6 +369,9 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	mgr, err := o.newManager(cfg, scheme, served, logger)
 	if err != nil {
 		return err
+	}
+	if err := ctrlmetrics.Registry.Register(o.logMetrics); err != nil {
+		return fmt.Errorf("register the log's metrics: %w", err)
 	}
 	eng, err := engine.New(engine.Options{
 		PolicyDir:  o.policyDir,

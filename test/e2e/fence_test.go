@@ -282,6 +282,9 @@ func TestFenceObject(t *testing.T) {
 				if got := families["fencegate_fence_enforced"].GetMetric(); len(got) != 1 || got[0].GetGauge().GetValue() != 1 {
 					t.Errorf("%s, replica %s: fencegate_fence_enforced = %v, want 1", c.Name, r.Metrics, got)
 				}
+				if got := families["fencegate_log_lines_dropped_total"].GetMetric(); len(got) != 3 {
+					t.Errorf("%s, replica %s: fencegate_log_lines_dropped_total has %d levels, want debug, info and error", c.Name, r.Metrics, len(got))
+				}
 				for _, m := range families["fencegate_failover_duration_seconds"].GetMetric() {
 					failovers += float64(m.GetHistogram().GetSampleCount())
 				}
