@@ -498,6 +498,94 @@ func TestFencedHolderWritesFencedThenReleases(t *testing.T) {
 	})
 }
 
+// TestGrantsAnsweredBeforeTheReleaseAreVoid: two declarations are out
+// when the older is told CLUSTER_FENCED and the agent releases. The newer
+// may have been answered before the release was taken in (by a replica
+// that had not yet seen the takeover, or from its cached record): its grant
+// names a lease the release gave up, and must not make the agent active
+// again, whether it arrives while the release is out or after it ended. A
+// declaration sent after the release ended is answered after it, and its
+// grant holds.
+func TestGrantsAnsweredBeforeTheReleaseAreVoid(t *testing.T) {
+	tests := map[string]struct {
+		// grantWhileReleasing answers the newer declaration while the
+		// release is out; otherwise once it ended.
+		grantWhileReleasing bool
+		releaseErr          error
+	}{
+		"granted while the release is out":    {grantWhileReleasing: true},
+		"granted after the release ended":     {},
+		"granted after a release that failed": {releaseErr: status.Error(codes.Unavailable, "down")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			auth, client := newScriptedAuthority(t)
+			ta := newTestAgent(t, client, nil)
+			ta.startManual(t)
+			// The first release waits for the test; the one at the
+			// agent's stop does not.
+			releasing, release := make(chan struct{}), make(chan struct{})
+			var releases atomic.Int32
+			auth.setOnRelease(func(context.Context, *fencev1.ReleaseFenceRequest) error {
+				if releases.Add(1) > 1 {
+					return nil
+				}
+				close(releasing)
+				<-release
+				return tc.releaseErr
+			})
+			declare := func() <-chan outcome {
+				done := make(chan outcome, 1)
+				go func() { done <- ta.declare(context.Background()) }()
+				return done
+			}
+			first := declare()
+			auth.next(t).grant(testLease, 1)
+			<-first
+
+			older := declare()
+			olderCall := auth.next(t)
+			newer := declare()
+			newerCall := auth.next(t)
+			olderCall.answer(nil, refusalErr(rpctypes.ReasonClusterFenced, testWest, 7, 0))
+			<-releasing
+			// The refusal's asker hears of it once the release ended.
+			var olderOutcome, newerOutcome outcome
+			if tc.grantWhileReleasing {
+				newerCall.grant(testLease, 1)
+				newerOutcome = <-newer
+				close(release)
+				olderOutcome = <-older
+			} else {
+				close(release)
+				olderOutcome = <-older
+				newerCall.grant(testLease, 1)
+				newerOutcome = <-newer
+			}
+			if !olderOutcome.applied {
+				t.Errorf("the refusal was not applied: %+v", olderOutcome)
+			}
+			if newerOutcome.applied || newerOutcome.err != nil {
+				t.Errorf("the grant to the declaration sent before the release ended: applied=%v err=%v, want void without error", newerOutcome.applied, newerOutcome.err)
+			}
+			if got := ta.Status(); got.Status != fencestate.Fenced {
+				t.Fatalf("status after a grant that the release voided = %s, want fenced", got.Status)
+			}
+			if got := ta.store.statuses(testSelf.Name); !slices.Equal(got, []fencestate.Status{fencestate.Unknown, fencestate.Active, fencestate.Fenced}) {
+				t.Errorf("store saw %v, want unknown, active, fenced", got)
+			}
+
+			// The fence comes back: a declaration sent now is answered
+			// after the release.
+			after := declare()
+			auth.next(t).grant(testLease, 9)
+			if o := <-after; !o.applied || ta.Status().Status != fencestate.Active || ta.Status().Token != 9 {
+				t.Errorf("a grant to a declaration sent after the release: applied=%v, status %+v; want active with token 9", o.applied, ta.Status())
+			}
+		})
+	}
+}
+
 // TestTransitionsLogAndSignalOnce: heartbeats that change nothing log
 // nothing and signal nothing; each transition logs once at its level.
 func TestTransitionsLogAndSignalOnce(t *testing.T) {

@@ -102,6 +102,9 @@ type loop struct {
 	// seq numbers the declarations in the order they are sent; applied is
 	// the newest one whose answer was applied.
 	seq, applied uint64
+	// releasedThrough is the newest declaration sent before this
+	// instance's last release ended (see voidedByRelease).
+	releasedThrough uint64
 	inflight     int
 	// queued is set when a declaration was asked for while maxInFlight
 	// were out; queuedReplies wait for it.
@@ -305,6 +308,10 @@ func (l *loop) finish(r result) {
 		// question nobody asks any more (the answer to the epoch
 		// declared follows); a grant still is a lease.
 		o.err = nil
+	case a.kind == granted && l.voidedByRelease(r):
+		// The lease it grants may be one the release gave up: the
+		// fence may already be another cluster's.
+		o.err = nil
 	case r.seq > l.applied:
 		o.applied = true
 		l.apply(r)
@@ -428,6 +435,18 @@ func (l *loop) apply(r result) {
 	}
 }
 
+// voidedByRelease reports whether r was sent before this instance's release
+// ended, or while one is out. The authority may have answered it before it
+// took the release in, on any replica (one whose record a pending takeover
+// had not yet reached, or that answered from its cached record): its grant
+// then names a lease the release gave up, and the cluster taking over may be
+// granted at once. Such a grant is void even when it is the newest answer; a
+// declaration sent after the release ended is answered after it, and its
+// grant, if any, is a lease the authority holds to.
+func (l *loop) voidedByRelease(r result) bool {
+	return l.lease == releasing || r.seq <= l.releasedThrough
+}
+
 // notePermissionDenied logs once when the authority starts refusing this
 // agent's identity; the state says so too, and the agent recovers by itself
 // once the authority's authorization allows it again.
@@ -470,6 +489,7 @@ func (l *loop) startRelease() {
 
 // released takes in the end of a release startRelease sent.
 func (l *loop) released(err error) {
+	l.releasedThrough = l.seq
 	defer func() {
 		for _, reply := range l.releaseReplies {
 			reply.to <- reply.o

@@ -91,7 +91,7 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
-	steps, events, denied, stale, multi, manyDomains, restored, toCopies, quick, kept := 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+	steps, events, denied, stale, multi, manyDomains, restored, toCopies, quick, kept, balanced := 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 	kinds := map[stepKind]int{}
 	began := time.Now()
 	for i, seed := range list {
@@ -114,6 +114,9 @@ func TestRandomizedFailover(t *testing.T) {
 			}
 			if strings.Contains(ev.What, "fails over to the copy") {
 				toCopies++
+			}
+			if strings.Contains(ev.What, balancedCalls) {
+				balanced++
 			}
 		}
 		if sched.replicas > 1 {
@@ -139,10 +142,10 @@ func TestRandomizedFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d histories (%d of them with several pods per cluster, %d with several domains, %d with agents declaring every %s) in %s: %d admissions checked (%d tokens, %d handovers, %d of them with an Admit of the old holder still in flight), %d denials, "+
-		"%d late commits admitted under the token they were decided under and %d refused as stale, %d answers that kept a holder's running lease, "+
+		"%d late commits admitted under the token they were decided under and %d refused as stale, %d answers that kept a holder's running lease, %d pods calling two replicas in turn, "+
 		"%d schedule steps (%d raises, %d in-place failovers, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster and %d failed over to), %d events",
 		len(list), multi, manyDomains, quick, quickDeclareInterval, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
-		total.Asserted, stale, kept, steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
+		total.Asserted, stale, kept, balanced, steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
 	"github.com/fencegate/fencegate/domain"
@@ -94,9 +95,8 @@ func inDomain(t testing.TB, reviews []review, name string) []review {
 
 // pod is one replica of a cluster's fencegate: a policy engine serving
 // every domain of the run, a fence agent per domain that writes its
-// domain's data.fence (all on one connection, through the pod's own proxy
-// to the authority, so that it can be partitioned alone), and the admission
-// requests it answers.
+// domain's data.fence (through the pod's own proxies to the authority, so
+// that it can be partitioned alone), and the admission requests it answers.
 type pod struct {
 	name    string
 	cluster int
@@ -112,7 +112,9 @@ type pod struct {
 	engine *engine.Engine
 	// agents are the fence agents, by domain.
 	agents []*fenceagent.ClusterFence
-	proxy  *tcpproxy.Proxy
+	// proxies lead to the authority's replicas the pod calls: one, or
+	// two that it sends its declarations and releases to in turn.
+	proxies []*tcpproxy.Proxy
 	// stopAgents ends the agents; the engine keeps its last fence states.
 	stopAgents func()
 	// stopServing ends the admission requests.
@@ -316,8 +318,14 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 		p.name = fmt.Sprintf("%s-%s/%d", clusterNames[c], b.label, r.counter[c])
 		p.actor, generations = p.uid+"#"+b.label, b.generations
 	}
-	// The pods of a cluster are spread over the authority's replicas.
-	target := r.srv.addrs[len(r.all)%len(r.srv.addrs)]
+	// The pods of a cluster are spread over the authority's replicas;
+	// every other one sends each call to the next of two replicas in turn,
+	// as behind a load balancer that balances calls, not connections: its
+	// answers then come from replicas whose records differ.
+	targets := []string{r.srv.addrs[len(r.all)%len(r.srv.addrs)]}
+	if len(r.srv.addrs) > 1 && len(r.all)%2 == 1 {
+		targets = append(targets, r.srv.addrs[(len(r.all)+1)%len(r.srv.addrs)])
+	}
 	r.all = append(r.all, p)
 	r.mu.Unlock()
 
@@ -326,23 +334,36 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 		r.t.Errorf("%s: engine: %v", p.name, err)
 		return p
 	}
-	if p.proxy, err = tcpproxy.Start(target); err != nil {
-		r.t.Errorf("%s: proxy: %v", p.name, err)
-		return p
-	}
-	conn, err := fenceagent.Dial(p.proxy.Addr(), r.srv.clientTLS(r.t, clusterID(clusterNames[c])))
-	if err != nil {
-		r.t.Errorf("%s: dial: %v", p.name, err)
-		return p
+	var conns []*grpc.ClientConn
+	var clients []fencev1.FenceServiceClient
+	for _, target := range targets {
+		proxy, err := tcpproxy.Start(target)
+		if err != nil {
+			r.t.Errorf("%s: proxy: %v", p.name, err)
+			return p
+		}
+		p.proxies = append(p.proxies, proxy)
+		conn, err := fenceagent.Dial(proxy.Addr(), r.srv.clientTLS(r.t, clusterID(clusterNames[c])))
+		if err != nil {
+			r.t.Errorf("%s: dial: %v", p.name, err)
+			return p
+		}
+		conns = append(conns, conn)
+		clients = append(clients, fencev1.NewFenceServiceClient(conn))
 	}
 	agentCtx, stopAgents := context.WithCancel(context.Background())
 	var agents sync.WaitGroup
 	p.stopAgents = sync.OnceFunc(func() {
 		stopAgents()
 		agents.Wait()
-		_ = conn.Close()
+		for _, conn := range conns {
+			_ = conn.Close()
+		}
 	})
-	client := fencev1.NewFenceServiceClient(conn)
+	client := clients[0]
+	if len(clients) > 1 {
+		client = &callBalancer{FenceServiceClient: clients[0], clients: clients}
+	}
 	for d, name := range r.domains {
 		var writer fencestate.Writer = p.engine
 		if r.wrap != nil {
@@ -375,7 +396,11 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 			}
 		})
 	}
-	r.event("%s starts at epochs %v, generations %v", p.name, epochs, generations)
+	calls := ""
+	if len(clients) > 1 {
+		calls = ", " + balancedCalls
+	}
+	r.event("%s starts at epochs %v, generations %v%s", p.name, epochs, generations, calls)
 
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
@@ -584,10 +609,12 @@ func (r *run) partition(st step) {
 	r.mu.Lock()
 	p := r.serving[st.cluster][st.replica]
 	r.mu.Unlock()
-	if p.proxy == nil {
+	if len(p.proxies) == 0 {
 		return
 	}
-	p.proxy.Cut(st.mode)
+	for _, proxy := range p.proxies {
+		proxy.Cut(st.mode)
+	}
 	r.event("%s is partitioned (%s)", p.name, st.mode)
 	r.background.Go(func() {
 		timer := time.NewTimer(st.length)
@@ -596,7 +623,9 @@ func (r *run) partition(st step) {
 		case <-timer.C:
 		case <-r.ending:
 		}
-		p.proxy.Restore()
+		for _, proxy := range p.proxies {
+			proxy.Restore()
+		}
 		r.event("%s's partition heals", p.name)
 	})
 }
@@ -617,8 +646,8 @@ func (r *run) stop() History {
 			if p.stopAgents != nil {
 				p.stopAgents()
 			}
-			if p.proxy != nil {
-				p.proxy.Close()
+			for _, proxy := range p.proxies {
+				proxy.Close()
 			}
 		})
 	}
@@ -711,4 +740,27 @@ func (r *run) newGeneration(c, d int, g uint64) {
 			agent.AdoptClusterGeneration(g)
 		}
 	}
+}
+
+// balancedCalls marks, in its start's event, a pod that calls two replicas.
+const balancedCalls = "calling two replicas in turn"
+
+// callBalancer sends each declaration and release to the next of its
+// clients in turn, and the rest (the fence's watch) to the first.
+type callBalancer struct {
+	fencev1.FenceServiceClient
+	clients []fencev1.FenceServiceClient
+	next    atomic.Uint64
+}
+
+func (b *callBalancer) pick() fencev1.FenceServiceClient {
+	return b.clients[(b.next.Add(1)-1)%uint64(len(b.clients))]
+}
+
+func (b *callBalancer) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareClusterEpochRequest, opts ...grpc.CallOption) (*fencev1.DeclareClusterEpochResponse, error) {
+	return b.pick().DeclareClusterEpoch(ctx, req, opts...)
+}
+
+func (b *callBalancer) ReleaseFence(ctx context.Context, req *fencev1.ReleaseFenceRequest, opts ...grpc.CallOption) (*fencev1.ReleaseFenceResponse, error) {
+	return b.pick().ReleaseFence(ctx, req, opts...)
 }
