@@ -26,7 +26,8 @@
 // or not any call returns. Told CLUSTER_FENCED while holding the fence, the
 // agent writes "fenced" into the store first and only then releases the
 // fence, so the next holder is granted only after this cluster stopped
-// admitting changes.
+// admitting changes. A grant to a declaration sent before that release ended
+// is void: the authority may have answered it before it took the release in.
 //
 // An epoch refused as too large a step (EPOCH_STEP_TOO_LARGE, an
 // operator's typo) after a lower one was accepted leaves the fence status as

@@ -121,11 +121,12 @@ type domainEntry struct {
 // streams, which agents open), so that another replica's change ends the
 // cached record within the watch's delay. Such an answer (a standby's
 // CLUSTER_FENCED, a holder's kept lease, a pending takeover's
-// FENCE_ACQUIRING) extends no lease: an answer from a record another
-// replica has just changed tells a cluster less than it could know, never
-// more. A kept lease still counts from the declaration that got it, and
-// every write is still checked against the current record. The bound
-// covers a watch that fell silent.
+// FENCE_ACQUIRING) extends no lease: a kept lease still counts from the
+// declaration that got it, and every write is still checked against the
+// current record. It may be older than an answer another replica gave the
+// same agent (a kept lease, to a holder fenced and released there), which
+// is why the agent voids every grant to a declaration sent before its
+// release ended. The bound covers a watch that fell silent.
 const cachedAnswerFor = time.Second
 
 // fresh reports whether an answer that changes nothing may come from cur,
