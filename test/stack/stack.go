@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,6 +129,10 @@ type Options struct {
 	// Profiling serves each `fencegate run`'s Go profiles on a loopback
 	// address of its own (--pprof-address, Replica.Pprof).
 	Profiling bool
+	// LogFormat is each `fencegate run`'s --log-format; empty means
+	// console, which writes every line (the chart's default, json, samples
+	// repeated ones).
+	LogFormat string
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
 }
@@ -494,7 +499,7 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 		"--webhook-certs", "external",
 		"--metrics-address", r.Metrics,
 		"--health-address", r.Health,
-		"--log-format", "console"}
+		"--log-format", cmp.Or(s.opts.LogFormat, "console")}
 	switch {
 	case s.opts.Authority != "":
 		// An authority off loopback: plaintext must be asked for.

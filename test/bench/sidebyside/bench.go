@@ -154,6 +154,8 @@ type environment struct {
 	// OPAReadOptimizedArg is whether OPA ran with
 	// --optimize-store-for-read-speed.
 	OPAReadOptimizedArg bool
+	// LogFormat is fencegate's --log-format.
+	LogFormat string
 }
 
 // results are everything report prints.
@@ -484,7 +486,7 @@ func (b *bench) churnRun(srv *server) (loadResult, error) {
 func (b *bench) environment() environment {
 	env := environment{
 		Started: time.Now(), Cores: runtime.NumCPU(), GoVersion: runtime.Version(),
-		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.ReadOptimal,
+		CPU: cpuModel(), Reviews: len(b.reviews), OPAReadOptimizedArg: b.o.ReadOptimal, LogFormat: b.o.LogFormat,
 	}
 	if out, err := exec.Command(b.opaBin, "version").Output(); err == nil {
 		first, _, _ := strings.Cut(string(out), "\n")

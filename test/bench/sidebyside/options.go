@@ -59,6 +59,9 @@ type Options struct {
 	// active cluster's `fencegate run` during the first round's validate
 	// (active) saturation run.
 	CPUProfile string
+	// LogFormat is `fencegate run`'s --log-format: json, the chart's
+	// default, or console.
+	LogFormat string
 }
 
 // AddFlags registers the options' flags on fs, with their defaults.
@@ -90,6 +93,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CurveDuration, "rates-duration", 2*time.Second, "length of each run of the latency curve (-rates)")
 	fs.StringVar(&o.JSON, "json", "", "file the measurements are written to as JSON (default: beside the report, bench-<date>-<time>.json)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "file to write a CPU profile of fencegate to, taken during the first validate (active) saturation run (go tool pprof FILE)")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "fencegate run's --log-format: json, the chart's default, which writes at most 100 decision lines a second and every 100th after that, or console, which writes every line")
 }
 
 // parseRates parses a comma-separated list of positive rates.
@@ -133,6 +137,9 @@ func (o Options) Validate() error {
 	if o.Reviews < 2 {
 		errs = append(errs, fmt.Errorf("-reviews is %d: want at least 2 (a CREATE and an UPDATE)", o.Reviews))
 	}
+	if o.LogFormat != "json" && o.LogFormat != "console" {
+		errs = append(errs, fmt.Errorf("-log-format %q: want json or console", o.LogFormat))
+	}
 	return errors.Join(errs...)
 }
 
@@ -171,6 +178,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (err error) {
 		Dir:       stackDir,
 		Clusters:  []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
 		Profiling: o.CPUProfile != "",
+		LogFormat: o.LogFormat,
 		Say:       func(format string, args ...any) { say("  "+format, args...) },
 	})
 	defer func() {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestOptionsAreChecked(t *testing.T) {
-	good := Options{Rounds: 3, Connections: 8, Saturation: time.Second, Rate: 1000, Latency: time.Second, ChurnRate: 500, Churn: time.Second, Reviews: 64, Retries: 1}
+	good := Options{Rounds: 3, Connections: 8, Saturation: time.Second, Rate: 1000, Latency: time.Second, ChurnRate: 500, Churn: time.Second, Reviews: 64, Retries: 1, LogFormat: "json"}
 	tests := map[string]struct {
 		edit    func(*Options)
 		wantErr string
@@ -24,6 +24,8 @@ func TestOptionsAreChecked(t *testing.T) {
 		"one review":            {edit: func(o *Options) { o.Reviews = 1 }, wantErr: "want at least 2"},
 		"a curve":               {edit: func(o *Options) { o.Rates, o.CurveDuration = []int{250, 500}, time.Second }},
 		"a curve of no length":  {edit: func(o *Options) { o.Rates = []int{250} }, wantErr: "-rates-duration 0s must be positive"},
+		"console logs":          {edit: func(o *Options) { o.LogFormat = "console" }},
+		"an unknown log format": {edit: func(o *Options) { o.LogFormat = "text" }, wantErr: `-log-format "text": want json or console`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

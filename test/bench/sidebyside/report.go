@@ -199,9 +199,9 @@ func render(o Options, res results) string {
 	if env.OPAReadOptimizedArg {
 		readOpt = ", --optimize-store-for-read-speed"
 	}
-	fmt.Fprintf(&b, "fencegate is `fencegate run` as deployed (agent, controller, decision log on); "+
+	fmt.Fprintf(&b, "fencegate is `fencegate run` as deployed (agent, controller, decision log on, `--log-format %s`%s); "+
 		"OPA is `opa run --server --log-level error --skip-version-check%s` (no decision logs) "+
-		"with the shipped policies and the tutorial's `system.main` envelope. ", readOpt)
+		"with the shipped policies and the tutorial's `system.main` envelope. ", env.LogFormat, logSampling(env.LogFormat), readOpt)
 	b.WriteString("Every answer of every run, warm-ups included, is checked against the reference evaluation " +
 		"of the shipped policies (OPA in the benchmark's process, `enginetest.Reference`).\n\n")
 	fmt.Fprintf(&b, "%d rounds, the servers alternating (fencegate first in odd rounds). "+
@@ -459,6 +459,14 @@ func formatRatio(v float64) string { return fmt.Sprintf("%.2f×", v) }
 
 func formatFixed(decimals int) func(float64) string {
 	return func(v float64) string { return fmt.Sprintf("%.*f", decimals, v) }
+}
+
+// logSampling says what fencegate's log format writes of the decision lines.
+func logSampling(format string) string {
+	if format == "json" {
+		return ": of the lines of one message, the first 100 each second and every 100th after that"
+	}
+	return ": every line"
 }
 
 // thousands rounds v and groups its digits by thousands: 12,345.
