@@ -105,7 +105,7 @@ type loop struct {
 	// releasedThrough is the newest declaration sent before this
 	// instance's last release ended (see voidedByRelease).
 	releasedThrough uint64
-	inflight     int
+	inflight        int
 	// queued is set when a declaration was asked for while maxInFlight
 	// were out; queuedReplies wait for it.
 	queued        bool
