@@ -574,6 +574,15 @@ func TestGrantsAnsweredBeforeTheReleaseAreVoid(t *testing.T) {
 			if got := ta.store.statuses(testSelf.Name); !slices.Equal(got, []fencestate.Status{fencestate.Unknown, fencestate.Active, fencestate.Fenced}) {
 				t.Errorf("store saw %v, want unknown, active, fenced", got)
 			}
+			ignored := 0
+			for _, l := range ta.logs.all() {
+				if strings.HasPrefix(l.Msg, "fence grant ignored") {
+					ignored++
+				}
+			}
+			if ignored != 1 {
+				t.Errorf("%d log lines say a grant was ignored, want 1", ignored)
+			}
 
 			// The fence comes back: a declaration sent now is answered
 			// after the release.

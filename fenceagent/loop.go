@@ -312,6 +312,7 @@ func (l *loop) finish(r result) {
 		// The lease it grants may be one the release gave up: the
 		// fence may already be another cluster's.
 		o.err = nil
+		l.c.log.Info("fence grant ignored: its declaration was sent before the release ended", "status", l.state.Status)
 	case r.seq > l.applied:
 		o.applied = true
 		l.apply(r)

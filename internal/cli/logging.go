@@ -19,8 +19,9 @@ import (
 // writes the first sampledFirst in each sampleTick and every
 // sampledThereafter-th after that, so that a storm of one message (a
 // controller retrying thousands of refused writes a second) cannot flood
-// a log pipeline. The console format, for people reading, writes every
-// line.
+// a log pipeline (zap counts by a hash of level and message, so two
+// messages may now and then share a count). The console format, for people
+// reading, writes every line.
 const (
 	sampleTick        = time.Second
 	sampledFirst      = 100
@@ -38,7 +39,7 @@ type LogOptions struct {
 
 func (o *LogOptions) addFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&o.level, "log-level", "info", "log level: debug, info or error")
-	cmd.PersistentFlags().StringVar(&o.format, "log-format", "json", "log format: json (at most 100 lines of one message a second, then every 100th) or console (every line)")
+	cmd.PersistentFlags().StringVar(&o.format, "log-format", "json", "log format: json (of the lines of one message, the first 100 each second and every 100th after that) or console (every line)")
 }
 
 // Metrics counts the log lines that the json format's sampling did not

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -55,5 +57,35 @@ func TestLogSampling(t *testing.T) {
 				t.Errorf("fencegate_log_lines_dropped_total{level=error} = %v, want 0", got)
 			}
 		})
+	}
+}
+
+// TestLoggerCountsWhatMetricsServes: the logger the commands build counts
+// what it drops in the collector Metrics returns, which the binaries
+// register.
+func TestLoggerCountsWhatMetricsServes(t *testing.T) {
+	var out bytes.Buffer
+	cmd := &cobra.Command{}
+	cmd.SetErr(&out)
+	o := &LogOptions{level: "info", format: "json"}
+	log, err := o.Logger(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// However the lines fall into ticks, one tick gets far more than
+	// sampledFirst of them.
+	for i := range 20 * sampledFirst {
+		log.Info("admission decision", "i", i)
+	}
+	counter, ok := o.Metrics().(interface {
+		WithLabelValues(...string) prometheus.Counter
+	})
+	if !ok {
+		t.Fatalf("Metrics() is a %T, not the dropped lines' counter", o.Metrics())
+	}
+	written := strings.Count(out.String(), "\n")
+	dropped := testutil.ToFloat64(counter.WithLabelValues("info"))
+	if dropped == 0 || written+int(dropped) != 20*sampledFirst {
+		t.Errorf("wrote %d lines and counted %v dropped, want some dropped and %d in all", written, dropped, 20*sampledFirst)
 	}
 }

@@ -149,4 +149,7 @@ func TestRandomizedFailover(t *testing.T) {
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}
+	if balanced == 0 {
+		t.Errorf("no pod called two of the authority's %d replicas in turn", labReplicas)
+	}
 }

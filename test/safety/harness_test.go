@@ -336,16 +336,23 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	}
 	var conns []*grpc.ClientConn
 	var clients []fencev1.FenceServiceClient
+	closeConns := func() {
+		for _, conn := range conns {
+			_ = conn.Close()
+		}
+	}
 	for _, target := range targets {
 		proxy, err := tcpproxy.Start(target)
 		if err != nil {
 			r.t.Errorf("%s: proxy: %v", p.name, err)
+			closeConns()
 			return p
 		}
 		p.proxies = append(p.proxies, proxy)
 		conn, err := fenceagent.Dial(proxy.Addr(), r.srv.clientTLS(r.t, clusterID(clusterNames[c])))
 		if err != nil {
 			r.t.Errorf("%s: dial: %v", p.name, err)
+			closeConns()
 			return p
 		}
 		conns = append(conns, conn)
@@ -356,18 +363,17 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	p.stopAgents = sync.OnceFunc(func() {
 		stopAgents()
 		agents.Wait()
-		for _, conn := range conns {
-			_ = conn.Close()
-		}
+		closeConns()
 	})
-	client := clients[0]
-	if len(clients) > 1 {
-		client = &callBalancer{FenceServiceClient: clients[0], clients: clients}
-	}
 	for d, name := range r.domains {
 		var writer fencestate.Writer = p.engine
 		if r.wrap != nil {
 			writer = r.wrap(writer)
+		}
+		// Each agent calls the replicas in turn on its own.
+		client := clients[0]
+		if len(clients) > 1 {
+			client = &callBalancer{FenceServiceClient: clients[0], clients: clients}
 		}
 		agent, err := fenceagent.New(fenceagent.Options{
 			Client:          client,

@@ -38,6 +38,10 @@ type SideBySide struct {
 	// CurveScenario is the scenario the LoadCurve runs measure
 	// ("validate, active"); the floor's runs have no scenario.
 	CurveScenario string `json:"curveScenario,omitempty"`
+	// FencegateLogFormat is fencegate's --log-format: "json" (the chart's
+	// default, which samples repeated lines) or "console" (every line);
+	// empty in runs from before it was recorded, which used console.
+	FencegateLogFormat string `json:"fencegateLogFormat,omitempty"`
 	// Runs are every measured run (warm-ups are checked, not listed).
 	Runs []Run `json:"runs"`
 }

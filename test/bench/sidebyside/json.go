@@ -19,7 +19,8 @@ func sideBySide(res results) benchdata.SideBySide {
 			CPU: env.CPU, Cores: env.Cores, GoVersion: env.GoVersion, OPAVersion: env.OPAVersion,
 			Commit: env.Commit, LoadBefore: env.LoadBefore, LoadAfter: env.LoadAfter,
 		},
-		Runs: []benchdata.Run{},
+		FencegateLogFormat: env.LogFormat,
+		Runs:               []benchdata.Run{},
 	}
 	rounds := map[int]bool{}
 	for _, m := range append(append([]measurement{}, res.Measurements...), res.Floor...) {

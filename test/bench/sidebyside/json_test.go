@@ -24,7 +24,7 @@ func curveResults() results {
 		return loadResult{Rate: rate, Requests: answered, Elapsed: time.Second, Latencies: lat}
 	}
 	res := results{Env: environment{
-		Started: time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC), CPU: "Intel(R) Xeon(R) Processor", Cores: 2, GoVersion: "go1.26.8", Commit: "ad58df8",
+		Started: time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC), CPU: "Intel(R) Xeon(R) Processor", Cores: 2, GoVersion: "go1.26.8", Commit: "ad58df8", LogFormat: "json",
 	}}
 	res.Measurements = []measurement{{
 		Round: 1, Server: fencegateServer, Scenario: scenario{validate, stateActive}, Memory: memory{Peak: 60 << 20},
@@ -47,8 +47,8 @@ func curveResults() results {
 
 func TestSideBySideJSON(t *testing.T) {
 	got := sideBySide(curveResults())
-	if got.Machine.CPU != "Intel(R) Xeon(R) Processor" || got.Rounds != 1 || got.CurveScenario != "validate, active" {
-		t.Errorf("header = %+v, rounds %d, curve scenario %q", got.Machine, got.Rounds, got.CurveScenario)
+	if got.Machine.CPU != "Intel(R) Xeon(R) Processor" || got.Rounds != 1 || got.CurveScenario != "validate, active" || got.FencegateLogFormat != "json" {
+		t.Errorf("header = %+v, rounds %d, curve scenario %q, fencegate's log format %q", got.Machine, got.Rounds, got.CurveScenario, got.FencegateLogFormat)
 	}
 	tests := map[string]struct {
 		server, kind string
