@@ -28,6 +28,9 @@ const (
 	sampledThereafter = 100
 )
 
+// JSONLogSampling says in words what the json format writes.
+const JSONLogSampling = "of the lines of one message, the first 100 each second and every 100th after that"
+
 // LogOptions are the root command's logging flags, shared by every
 // subcommand.
 type LogOptions struct {
@@ -39,7 +42,7 @@ type LogOptions struct {
 
 func (o *LogOptions) addFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&o.level, "log-level", "info", "log level: debug, info or error")
-	cmd.PersistentFlags().StringVar(&o.format, "log-format", "json", "log format: json (of the lines of one message, the first 100 each second and every 100th after that) or console (every line)")
+	cmd.PersistentFlags().StringVar(&o.format, "log-format", "json", "log format: json ("+JSONLogSampling+") or console (every line)")
 }
 
 // Metrics counts the log lines that the json format's sampling did not

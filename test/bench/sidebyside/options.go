@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/stack"
 )
@@ -93,7 +94,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CurveDuration, "rates-duration", 2*time.Second, "length of each run of the latency curve (-rates)")
 	fs.StringVar(&o.JSON, "json", "", "file the measurements are written to as JSON (default: beside the report, bench-<date>-<time>.json)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "file to write a CPU profile of fencegate to, taken during the first validate (active) saturation run (go tool pprof FILE)")
-	fs.StringVar(&o.LogFormat, "log-format", "json", "fencegate run's --log-format: json, the chart's default, which writes at most 100 decision lines a second and every 100th after that, or console, which writes every line")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "fencegate run's --log-format: json, the chart's default, which writes "+cli.JSONLogSampling+", or console, which writes every line")
 }
 
 // parseRates parses a comma-separated list of positive rates.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 // The targets fencegate's webhook is held to.
@@ -464,7 +466,7 @@ func formatFixed(decimals int) func(float64) string {
 // logSampling says what fencegate's log format writes of the decision lines.
 func logSampling(format string) string {
 	if format == "json" {
-		return ": of the lines of one message, the first 100 each second and every 100th after that"
+		return ": " + cli.JSONLogSampling
 	}
 	return ": every line"
 }
