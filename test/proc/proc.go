@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -136,12 +137,25 @@ func (p *Process) WaitHealthy(ctx context.Context, client *http.Client, url stri
 	}
 }
 
-// FreeAddress returns a loopback address with a port nobody listens on.
+// handedOut are the addresses FreeAddress returned in this process: the
+// kernel may give a port it just freed to the next listener on port 0, so
+// two calls in a row (a process's metrics and health addresses) could
+// otherwise return the same address.
+var handedOut sync.Map
+
+// FreeAddress returns a loopback address with a port nobody listens on and
+// that it did not return before in this process.
 func FreeAddress() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("find a free port: %w", err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr, nil
+		}
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String(), nil
+	return "", errors.New("find a free port: 100 ports in a row were ones handed out before")
 }
