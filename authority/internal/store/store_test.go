@@ -157,6 +157,14 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 		})
 	}()
 	<-heard // the snapshot it starts with
+	// Watch hands fn the snapshot before it joins the domain's etcd watch.
+	for !a.watching("default") {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the store never watched the domain")
+		case <-time.After(time.Millisecond):
+		}
+	}
 	for range 5 {
 		clk.Step(cachedAnswerFor)
 		declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced)
