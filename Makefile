@@ -20,6 +20,11 @@ export FENCEGATE_TEST_ASSETS := $(TOOLBIN)
 ifeq ($(filter -gcflags=%,$(GOFLAGS)),)
 export GOFLAGS := $(strip $(GOFLAGS) -gcflags=all=-dwarf=false)
 endif
+# They build with the tag the binaries are built with
+# (hack/build-fencegate.sh), so that they compile gRPC and what uses it once.
+ifeq ($(filter -tags=%,$(GOFLAGS)),)
+export GOFLAGS := $(strip $(GOFLAGS) -tags=grpcnotrace)
+endif
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/internal/cli/clitest"
+	"github.com/fencegate/fencegate/test/stack"
 )
 
 // TestLinksNoAuthority keeps the fence authority and etcd out of the binary
@@ -31,6 +34,45 @@ func TestLinksNoAuthority(t *testing.T) {
 		if authority || strings.HasPrefix(dep, "go.etcd.io/") {
 			t.Errorf("fencegate links %s: the authority's packages belong in fencegate-authority", dep)
 		}
+	}
+}
+
+// TestKeepsUnusedMethodsOut checks the binary the image carries for what
+// makes the linker keep every exported method of every type it links (a
+// fifth of fencegate's code): a template that may run, since a template
+// calls methods by name. gRPC's tracing is one (hack/build-fencegate.sh
+// builds without it); a new dependency may bring another.
+func TestKeepsUnusedMethodsOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links or reads the fencegate binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := stack.Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	symbols, err := f.Symbols()
+	if err != nil {
+		t.Fatalf("symbols of %s (build it with hack/build-fencegate.sh, which keeps them): %v", bin, err)
+	}
+	if len(symbols) < 1000 {
+		t.Fatalf("%s has %d symbols: not a Go binary's table", bin, len(symbols))
+	}
+	var found []string
+	for _, sym := range symbols {
+		if sym.Name == "text/template.(*state).evalField" || strings.HasPrefix(sym.Name, "golang.org/x/net/trace.") {
+			found = append(found, sym.Name)
+		}
+	}
+	if len(found) > 0 {
+		t.Errorf("%s links %d symbols of gRPC's tracing or a template's method calls, %s first: every exported method stays in the binary; `go build -ldflags=-dumpdep ./cmd/fencegate` shows what reaches them",
+			bin, len(found), found[0])
 	}
 }
 
