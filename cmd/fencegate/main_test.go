@@ -56,7 +56,7 @@ func TestKeepsUnusedMethodsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	symbols, err := f.Symbols()
 	if err != nil {
 		t.Fatalf("symbols of %s (build it with hack/build-fencegate.sh, which keeps them): %v", bin, err)
