@@ -20,8 +20,8 @@ export FENCEGATE_TEST_ASSETS := $(TOOLBIN)
 ifeq ($(filter -gcflags=%,$(GOFLAGS)),)
 export GOFLAGS := $(strip $(GOFLAGS) -gcflags=all=-dwarf=false)
 endif
-# They build with the tag the binaries are built with
-# (hack/build-fencegate.sh), so that they compile gRPC and what uses it once.
+# The tests, go vet and golangci-lint compile gRPC as the binaries and the
+# tools link it: without its tracing (hack/build-fencegate.sh).
 ifeq ($(filter -tags=%,$(GOFLAGS)),)
 export GOFLAGS := $(strip $(GOFLAGS) -tags=grpcnotrace)
 endif
