@@ -20,10 +20,10 @@ export FENCEGATE_TEST_ASSETS := $(TOOLBIN)
 ifeq ($(filter -gcflags=%,$(GOFLAGS)),)
 export GOFLAGS := $(strip $(GOFLAGS) -gcflags=all=-dwarf=false)
 endif
-# The tests, go vet and golangci-lint compile gRPC as the binaries and the
-# tools link it: without its tracing (hack/build-fencegate.sh).
+# The tests, go vet and golangci-lint build with the binaries' and the
+# tools' tags (hack/go-tags.sh), so that they test what those link.
 ifeq ($(filter -tags=%,$(GOFLAGS)),)
-export GOFLAGS := $(strip $(GOFLAGS) -tags=grpcnotrace)
+export GOFLAGS := $(strip $(GOFLAGS) -tags=$(shell . hack/go-tags.sh && echo "$$GO_TAGS"))
 endif
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

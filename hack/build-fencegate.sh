@@ -7,19 +7,15 @@
 # build`, the image (hack/image.sh) and the tests' stack (test/stack) all
 # build with it, so that they share one set of compiled packages in Go's
 # build cache, and with the tools (hack/tool-versions.sh). GOOS and GOARCH
-# pass through.
-#
-# The tag grpcnotrace keeps gRPC from linking golang.org/x/net/trace, whose
-# init executes an html/template: a binary that can execute a template
-# keeps every exported method of every type it links, since a template may
-# call any of them by name. Without it fencegate's code is a fifth larger,
-# and a cluster pod pages that in (docs/bench/README.md, memory).
+# pass through. The build tags are hack/go-tags.sh's.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/go-tags.sh
+. "$root/hack/go-tags.sh"
 out=$(realpath -m "${1:?usage: hack/build-fencegate.sh DIR [LDFLAG...]}")
 shift
 version=${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}
 cd "$root"
 mkdir -p "$out"
-CGO_ENABLED=0 exec go build -trimpath -tags grpcnotrace -ldflags "$* -X main.version=$version" -o "$out/" ./cmd/fencegate ./cmd/fencegate-authority
+CGO_ENABLED=0 exec go build -trimpath -tags "$GO_TAGS" -ldflags "$* -X main.version=$version" -o "$out/" ./cmd/fencegate ./cmd/fencegate-authority

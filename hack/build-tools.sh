@@ -11,6 +11,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/go-tags.sh
+. "$root/hack/go-tags.sh"
 cache=${FENCEGATE_CACHE:-$root/.cache}
 mkdir -p "$cache/bin" "$cache/tools"
 
@@ -27,11 +29,9 @@ kube_minor() {
 build() {
 	local name=$1 dir=$root/hack/tools/$1
 	[ -f "$dir/go.mod" ] || { echo "build-tools: no tools module hack/tools/$name" >&2; return 2; }
-	# Without gRPC's tracing, as bin/fencegate is built
-	# (hack/build-fencegate.sh): the tag changes gRPC's files, and so every
-	# package above gRPC that a tool shares with the binaries would
-	# otherwise compile twice.
-	local ldflags="-s -w" tags="grpcnotrace"
+	# With bin/fencegate's tags, so that the packages a tool shares with it
+	# compile once.
+	local ldflags="-s -w" tags=$GO_TAGS
 	case $name in
 	opa)
 		# OPA's server is measured beside fencegate (test/bench) as OPA

@@ -4,7 +4,7 @@
 # controller-gen: client-go, apimachinery, the etcd server, OPA, gRPC,
 # Prometheus's client) require the same version of every module they share
 # with cmd/fencegate. The tools and bin/fencegate are compiled alike (static,
-# -trimpath, -tags grpcnotrace but for opa; hack/build-fencegate.sh,
+# -trimpath, hack/go-tags.sh's tags but for opa; hack/build-fencegate.sh,
 # hack/build-tools.sh), so then Go's build cache compiles
 # those packages once, for all of them: on a fresh machine that saves `make
 # test` most of a full compile of bin/fencegate, and most of helm's,

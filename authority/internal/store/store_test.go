@@ -158,13 +158,7 @@ func TestDeclarationsThatChangeNothingWriteNothing(t *testing.T) {
 	}()
 	<-heard // the snapshot it starts with
 	// Watch hands fn the snapshot before it joins the domain's etcd watch.
-	for !a.watching("default") {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the store never watched the domain")
-		case <-time.After(time.Millisecond):
-		}
-	}
+	waitUntil(ctx, t, "the store watches the domain", func() bool { return a.watching("default") })
 	for range 5 {
 		clk.Step(cachedAnswerFor)
 		declareIn(ctx, t, a, decl("west", 1), statemachine.Fenced)
@@ -487,10 +481,17 @@ func receive[T any](ctx context.Context, t *testing.T, ch <-chan T, what string)
 // waitForGauge waits until g is want.
 func waitForGauge(ctx context.Context, t *testing.T, g prometheus.Gauge, want float64) {
 	t.Helper()
-	for testutil.ToFloat64(g) != want {
+	waitUntil(ctx, t, fmt.Sprintf("the gauge is %v", want), func() bool { return testutil.ToFloat64(g) == want })
+}
+
+// waitUntil waits until cond holds; what says what it waits for, should
+// ctx end first.
+func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("gauge is %v, want %v", testutil.ToFloat64(g), want)
+			t.Fatalf("timed out waiting until %s", what)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
