@@ -88,6 +88,7 @@ func admissionLatency(in Inputs) (Figure, string, error) {
 	}{
 		{benchdata.Fencegate, "fencegate (fencegate run, as deployed)", measured},
 		{benchdata.OPAServer, "OPA's server (anchor)", anchor},
+		{benchdata.AllowAll, "controller-runtime webhook allowing all, no decision (anchor)", anchor},
 		{benchdata.Floor, "floor: TLS, no decision", floor},
 	} {
 		byRate := map[float64][]float64{}
@@ -140,7 +141,9 @@ func admissionLatency(in Inputs) (Figure, string, error) {
 	}
 	caption := fmt.Sprintf("p99 latency of AdmissionReviews of Components (%s) over TLS (HTTP/1.1, kept-alive connections), "+
 		"sent at each offered rate by the same open-loop load generator to fencegate, to OPA's server with the same "+
-		"policies and data, and to a Go HTTPS server that answers without deciding (the floor); every answer checked. "+
+		"policies and data, to a Go HTTPS server that answers without deciding (the floor), and to the same server answering "+
+		"through controller-runtime's admission webhook with a handler that allows all (decoding each review, deciding nothing); "+
+		"every answer checked. "+
 		"%s "+
 		"Measured %s on %s (%d cores), load average %.2f before and %.2f after, shared with the servers; %s, commit %s (%s).%s",
 		orNone(sbs.CurveScenario), perRound, sbs.Started.UTC().Format("2006-01-02 15:04 MST"), orNone(m.CPU), m.Cores,

@@ -41,6 +41,7 @@ func sideBySide() *benchdata.SideBySide {
 		{benchdata.Fencegate, 250, 0.9}, {benchdata.Fencegate, 500, 1.1},
 		{benchdata.OPAServer, 250, 1.8}, {benchdata.OPAServer, 500, 2.6},
 		{benchdata.Floor, 250, 0.4}, {benchdata.Floor, 500, 0.5},
+		{benchdata.AllowAll, 250, 0.6}, {benchdata.AllowAll, 500, 0.8},
 	} {
 		s.Runs = append(s.Runs, benchdata.Run{Round: 1, Server: r.server, Kind: benchdata.LoadCurve, OfferedRate: r.rate, P99Millis: r.p99})
 	}
@@ -149,6 +150,7 @@ func TestWriteHTML(t *testing.T) {
 		"the load axis":                 {want: ">offered load (requests/s)</text>", count: 1},
 		"the anchor in the legend":      {want: ">OPA&#39;s server (anchor)</text>", count: 1},
 		"the floor in the legend":       {want: ">floor: TLS, no decision</text>", count: 1},
+		"the allow-all webhook":         {want: ">controller-runtime webhook allowing all, no decision (anchor)</text>", count: 1},
 		"the re-mark floor":             {want: ">bare client: same status applies, same concurrency (floor)</text>", count: 1},
 		"the authority's floors":        {want: ">floor: an etcd lease keep-alive</text>", count: 1},
 		"a caption per plot":            {want: "<figcaption>", count: 4},

@@ -32,11 +32,13 @@ const (
 	stateFenced = "fenced"
 )
 
-// The servers compared, and the floor under both.
+// The servers compared, the floor under both, and the allow-all webhook
+// (the baselines, which decide nothing).
 const (
 	fencegateServer = benchdata.Fencegate
 	opaServerName   = benchdata.OPAServer
 	floorServer     = benchdata.Floor
+	allowAllServer  = benchdata.AllowAll
 )
 
 // scenario is one endpoint deciding for one fence state.
@@ -47,7 +49,7 @@ type scenario struct {
 
 func (s scenario) String() string {
 	if s == (scenario{}) {
-		return "no decision" // the floor
+		return "no decision" // a baseline
 	}
 	return fmt.Sprintf("%s, %s", s.Endpoint, s.State)
 }
@@ -115,7 +117,7 @@ type churnRun struct {
 }
 
 // curveRun is a fixed-rate run of the latency curve: validate (active), or
-// the floor, at one of Options.Rates.
+// a baseline, at one of Options.Rates.
 type curveRun struct {
 	Round  int
 	Server string
@@ -162,9 +164,10 @@ type environment struct {
 type results struct {
 	Env          environment
 	Measurements []measurement
-	// Floor are the floor server's measurements, one per round.
-	Floor []measurement
-	Churn []churnRun
+	// Baselines are the floor's and the allow-all webhook's
+	// measurements, one each per round.
+	Baselines []measurement
+	Churn     []churnRun
 	// Curve are the runs of the latency curve, when Options.Rates asks
 	// for one.
 	Curve []curveRun
@@ -178,9 +181,11 @@ type bench struct {
 	expected map[scenario]expected
 	servers  []*server
 	procs    []*serverProcess
-	floor    target
-	opaBin   string
-	root     string
+	// baselines are the servers that decide nothing: the floor, then the
+	// allow-all webhook.
+	baselines []namedTarget
+	opaBin    string
+	root      string
 	// retryLeft is how much time may still go to measuring disturbed
 	// runs again.
 	retryLeft time.Duration
@@ -261,19 +266,40 @@ func newBench(ctx context.Context, o Options, root string, s *stack.Stack, say f
 		}
 	}
 	b.servers = []*server{fg, opa}
-	say("starting the floor server …")
-	floor, err := startFloor(ctx, filepath.Join(s.Dir, "floor"))
-	if err != nil {
-		return b, err
+	allowed := expected{}
+	for _, r := range b.reviews {
+		allowed[r.UID] = answer{allowed: true}
 	}
-	b.procs = append(b.procs, floor)
-	floorTLS, err := clientTLS(floor.CA)
-	if err != nil {
-		return b, err
+	for _, bl := range []struct {
+		name     string
+		allowAll bool
+		check    func() answerCheck
+	}{
+		{floorServer, false, func() answerCheck { return exactAnswer(floorAnswer) }},
+		{allowAllServer, true, func() answerCheck { return newChecker(validate, allowed) }},
+	} {
+		say("starting the %s …", bl.name)
+		p, err := startFloor(ctx, filepath.Join(s.Dir, strings.ReplaceAll(bl.name, " ", "-")), bl.allowAll)
+		if err != nil {
+			return b, err
+		}
+		b.procs = append(b.procs, p)
+		cfg, err := clientTLS(p.CA)
+		if err != nil {
+			return b, err
+		}
+		b.baselines = append(b.baselines, namedTarget{bl.name, target{URL: "https://" + p.Addr + "/", TLS: cfg, Pid: p.Pid()}, bl.check})
 	}
-	b.floor = target{URL: "https://" + floor.Addr + "/", TLS: floorTLS, Pid: floor.Pid()}
 	say("checking that both servers answer every review as the shipped policies decide …")
 	return b, b.smokeTest(ctx)
+}
+
+// namedTarget is a server's endpoint, by the server's name, and what its
+// answers must be.
+type namedTarget struct {
+	name  string
+	t     target
+	check func() answerCheck
 }
 
 // smokeTest sends every review once to every endpoint and checks the answer.
@@ -332,11 +358,13 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 				res.Measurements = append(res.Measurements, m)
 			}
 		}
-		m, err := b.measureTarget(round, floorServer, scenario{}, b.floor, func() answerCheck { return exactAnswer(floorAnswer) })
-		if err != nil {
-			return res, fmt.Errorf("round %d, floor: %w", round, err)
+		for _, bl := range b.baselines {
+			m, err := b.measureTarget(round, bl.name, scenario{}, bl.t, bl.check)
+			if err != nil {
+				return res, fmt.Errorf("round %d, %s: %w", round, bl.name, err)
+			}
+			res.Baselines = append(res.Baselines, m)
 		}
-		res.Floor = append(res.Floor, m)
 		curve, err := b.curve(ctx, round, order)
 		if err != nil {
 			return res, fmt.Errorf("round %d, latency curve: %w", round, err)
@@ -429,21 +457,16 @@ func (b *bench) warm(client *http.Client, t target, chk answerCheck, spec loadSp
 }
 
 // curve measures, at each of the curve's rates, validate (active) on each
-// server in order and then the floor, each after a warm-up on the same
+// server in order and then the baselines, each after a warm-up on the same
 // kept-alive connections.
 func (b *bench) curve(ctx context.Context, round int, order []*server) ([]curveRun, error) {
-	type curveTarget struct {
-		name  string
-		t     target
-		check func() answerCheck
-	}
-	var targets []curveTarget
+	var targets []namedTarget
 	for _, srv := range order {
 		want := b.expected[curveScenario]
-		targets = append(targets, curveTarget{srv.name, srv.targets[curveScenario],
+		targets = append(targets, namedTarget{srv.name, srv.targets[curveScenario],
 			func() answerCheck { return newChecker(curveScenario.Endpoint, want) }})
 	}
-	targets = append(targets, curveTarget{floorServer, b.floor, func() answerCheck { return exactAnswer(floorAnswer) }})
+	targets = append(targets, b.baselines...)
 	var runs []curveRun
 	for _, rate := range b.o.Rates {
 		for _, ct := range targets {
@@ -509,7 +532,7 @@ func (b *bench) environment() environment {
 	return env
 }
 
-// stop stops the OPA and floor servers.
+// stop stops the OPA servers and the baselines.
 func (b *bench) stop() error {
 	var errs []error
 	for _, s := range b.procs {
@@ -519,3 +542,8 @@ func (b *bench) stop() error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// isBaseline says whether the server named so decides nothing.
+func isBaseline(name string) bool {
+	return name == floorServer || name == allowAllServer
+}

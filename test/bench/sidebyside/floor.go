@@ -11,6 +11,10 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
 // FloorCommand is the first argument that runs the bench's own binary as the
@@ -25,14 +29,29 @@ var floorAnswer = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionR
 // answers a canned AdmissionReview without decoding anything. What the load generator
 // measures against it is what this machine, TLS and the load generator cost
 // by themselves: the floor under every server's figures.
+//
+// With -allow-all it serves the allow-all webhook instead (allowAll): the
+// same server, answering through controller-runtime's admission webhook.
 func ServeFloor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(FloorCommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error says what is wrong
 	addr := fs.String("addr", "", "address to serve HTTPS on")
 	certFile := fs.String("cert", "", "serving certificate (PEM)")
 	keyFile := fs.String("key", "", "serving key (PEM)")
+	allowAllFlag := fs.Bool("allow-all", false, "answer through controller-runtime's admission webhook, allowing every request")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(floorAnswer)
+	})
+	if *allowAllFlag {
+		handler = allowAll()
 	}
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
@@ -43,14 +62,7 @@ func ServeFloor(ctx context.Context, args []string) error {
 		return fmt.Errorf("floor server: %w", err)
 	}
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := io.Copy(io.Discard, r.Body); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(floorAnswer)
-		}),
+		Handler:           handler,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -67,8 +79,28 @@ func ServeFloor(ctx context.Context, args []string) error {
 	return nil
 }
 
-// startFloor runs this binary as the floor server in dir.
-func startFloor(ctx context.Context, dir string) (*serverProcess, error) {
+// allowAll is the allow-all webhook: controller-runtime's admission
+// webhook, which most Go admission webhooks are built on, with a handler
+// that allows every request without looking at it. It decodes each
+// AdmissionReview and encodes the answer as any such webhook does, and
+// decides nothing: what reading a request the usual Go way costs, before
+// any decision.
+func allowAll() http.Handler {
+	// Its log lines are dropped, as a webhook's at the default verbosity
+	// (it logs each request only at V(5)).
+	log.SetLogger(logr.Discard())
+	mux := http.NewServeMux()
+	mux.Handle("/", &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+		return admission.Allowed("")
+	})})
+	// The webhook answers a GET with an error; the bench waits for a 200.
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	return mux
+}
+
+// startFloor runs this binary as the floor server in dir, or as the
+// allow-all webhook when allowAll is set.
+func startFloor(ctx context.Context, dir string, allowAll bool) (*serverProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("the bench's own binary: %w", err)
@@ -80,5 +112,10 @@ func startFloor(ctx context.Context, dir string) (*serverProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startServerProcess(ctx, "floor", dir, srv, self, FloorCommand, "-addr", srv.addr, "-cert", srv.certFile, "-key", srv.keyFile)
+	args := []string{FloorCommand, "-addr", srv.addr, "-cert", srv.certFile, "-key", srv.keyFile}
+	name := floorServer
+	if allowAll {
+		args, name = append(args, "-allow-all"), allowAllServer
+	}
+	return startServerProcess(ctx, name, dir, srv, self, args...)
 }

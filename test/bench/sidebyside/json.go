@@ -23,7 +23,7 @@ func sideBySide(res results) benchdata.SideBySide {
 		Runs:               []benchdata.Run{},
 	}
 	rounds := map[int]bool{}
-	for _, m := range append(append([]measurement{}, res.Measurements...), res.Floor...) {
+	for _, m := range append(append([]measurement{}, res.Measurements...), res.Baselines...) {
 		rounds[m.Round] = true
 		sat := jsonRun(m.Round, m.Server, m.Scenario.String(), benchdata.Saturation, 0, m.Saturation)
 		fixed := jsonRun(m.Round, m.Server, m.Scenario.String(), benchdata.FixedRate, m.Latency.Rate, m.Latency)
@@ -38,7 +38,7 @@ func sideBySide(res results) benchdata.SideBySide {
 	}
 	for _, c := range res.Curve {
 		sc := curveScenario
-		if c.Server == floorServer {
+		if isBaseline(c.Server) {
 			sc = scenario{}
 		}
 		out.Runs = append(out.Runs, jsonRun(c.Round, c.Server, sc.String(), benchdata.LoadCurve, c.Rate, c.Result))

@@ -13,7 +13,7 @@ import (
 )
 
 // curveResults are one round of the latency curve at two rates, with one
-// measurement of fencegate and one of the floor.
+// measurement of fencegate and one of each baseline.
 func curveResults() results {
 	at := func(rate int, p99 time.Duration, answered int) loadResult {
 		lat := make([]time.Duration, 100)
@@ -30,7 +30,10 @@ func curveResults() results {
 		Round: 1, Server: fencegateServer, Scenario: scenario{validate, stateActive}, Memory: memory{Peak: 60 << 20},
 		Saturation: at(0, 3*time.Millisecond, 5000), Latency: at(1000, time.Millisecond, 1000),
 	}}
-	res.Floor = []measurement{{Round: 1, Server: floorServer, Saturation: at(0, time.Millisecond, 9000), Latency: at(1000, 400*time.Microsecond, 1000)}}
+	res.Baselines = []measurement{
+		{Round: 1, Server: floorServer, Saturation: at(0, time.Millisecond, 9000), Latency: at(1000, 400*time.Microsecond, 1000)},
+		{Round: 1, Server: allowAllServer, Saturation: at(0, 2*time.Millisecond, 3000), Latency: at(1000, 600*time.Microsecond, 1000)},
+	}
 	for _, c := range []struct {
 		server string
 		rate   int
@@ -38,7 +41,9 @@ func curveResults() results {
 		kept   int
 	}{
 		{fencegateServer, 250, 800 * time.Microsecond, 250}, {opaServerName, 250, 2 * time.Millisecond, 250}, {floorServer, 250, 300 * time.Microsecond, 250},
+		{allowAllServer, 250, 500 * time.Microsecond, 250},
 		{fencegateServer, 2000, 4 * time.Millisecond, 1900}, {opaServerName, 2000, 90 * time.Millisecond, 1200}, {floorServer, 2000, time.Millisecond, 2000},
+		{allowAllServer, 2000, 3 * time.Millisecond, 2000},
 	} {
 		res.Curve = append(res.Curve, curveRun{Round: 1, Server: c.server, Rate: c.rate, Result: at(c.rate, c.p99, c.kept), Warmup: loadResult{Requests: 10}})
 	}
@@ -70,6 +75,14 @@ func TestSideBySideJSON(t *testing.T) {
 		"the floor on the curve": {server: floorServer, kind: benchdata.LoadCurve, rate: 250, want: benchdata.Run{
 			Round: 1, Server: "floor", Scenario: "no decision", Kind: "load-curve", OfferedRate: 250, Throughput: 250,
 			P50Millis: 0.15, P90Millis: 0.15, P99Millis: 0.3, Requests: 250,
+		}},
+		"the allow-all webhook's saturation run": {server: allowAllServer, kind: benchdata.Saturation, want: benchdata.Run{
+			Round: 1, Server: "allow-all webhook", Scenario: "no decision", Kind: "saturation", Throughput: 3000,
+			P50Millis: 1, P90Millis: 1, P99Millis: 2, Requests: 3000,
+		}},
+		"the allow-all webhook on the curve": {server: allowAllServer, kind: benchdata.LoadCurve, rate: 2000, want: benchdata.Run{
+			Round: 1, Server: "allow-all webhook", Scenario: "no decision", Kind: "load-curve", OfferedRate: 2000, Throughput: 2000,
+			P50Millis: 1.5, P90Millis: 1.5, P99Millis: 3, Requests: 2000,
 		}},
 	}
 	for name, tc := range tests {
@@ -125,9 +138,9 @@ func TestReportWritesJSON(t *testing.T) {
 			}
 			for _, want := range []string{
 				"## Latency against offered load: validate, active, 2s per rate",
-				"| 250 | 0.400 | 0.800 | 100% | 1.00 | 2.00 | 100% | 0.150 | 0.300 | 100% |",
-				"| 2,000 | 2.00 | 4.00 | 95% | 45.00 | 90.00 | 60% | 0.500 | 1.00 | 100% |",
-				"| failed / wrong answers | 0 / 0 of 2,170 | | | 0 / 0 of 1,470 | | | 0 / 0 of 2,270 | | |",
+				"| 250 | 0.400 | 0.800 | 100% | 1.00 | 2.00 | 100% | 0.150 | 0.300 | 100% | 0.250 | 0.500 | 100% |",
+				"| 2,000 | 2.00 | 4.00 | 95% | 45.00 | 90.00 | 60% | 0.500 | 1.00 | 100% | 1.50 | 3.00 | 100% |",
+				"| failed / wrong answers | 0 / 0 of 2,170 | | | 0 / 0 of 1,470 | | | 0 / 0 of 2,270 | | | 0 / 0 of 2,270 | | |",
 			} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("the report does not say %q:\n%s", want, out.String())

@@ -17,6 +17,11 @@ const (
 	targetThroughputRatio = 3.0
 	targetP99             = time.Millisecond
 	targetRSS             = 64 << 20
+	// targetFloorThroughput and targetFloorP99 hold it to the floor: at
+	// least this share of the floor's requests/s at saturation, and at
+	// most this multiple of the floor's p99 at the fixed rate.
+	targetFloorThroughput = 0.8
+	targetFloorP99        = 1.25
 )
 
 // metric is one row of a scenario's table.
@@ -161,7 +166,7 @@ func report(o Options, res results, out io.Writer, say func(string, ...any)) err
 
 // totals counts the failed and wrong answers of every run.
 func totals(res results) (failed, wrong, requests int) {
-	for _, m := range append(slices.Clone(res.Measurements), res.Floor...) {
+	for _, m := range append(slices.Clone(res.Measurements), res.Baselines...) {
 		f, w, n, _ := m.problems()
 		failed, wrong, requests = failed+f, wrong+w, requests+n
 	}
@@ -226,17 +231,24 @@ func render(o Options, res results) string {
 			problemCell(res.Measurements, fencegateServer, sc), problemCell(res.Measurements, opaServerName, sc))
 	}
 
-	if len(res.Floor) > 0 {
-		fmt.Fprintf(&b, "## The floor: TLS, this machine and the load generator alone\n\n")
-		b.WriteString("A Go HTTPS server (configured like fencegate's webhook, a process of its own) that reads each review " +
-			"and answers a canned AdmissionReview without decoding anything, measured the same way. " +
-			"No admission server can do better here; what a server adds above this is its own cost.\n\n")
-		fmt.Fprintf(&b, "| | floor |\n|---|---:|\n")
+	if len(res.Baselines) > 0 {
+		fmt.Fprintf(&b, "## Baselines: the floor, and a webhook that decides nothing\n\n")
+		b.WriteString("The **floor** is a Go HTTPS server (configured like fencegate's webhook, a process of its own) that reads each review " +
+			"and answers a canned AdmissionReview without decoding anything, measured the same way: " +
+			"TLS, this machine and the load generator alone. No admission server can do better here; " +
+			"what a server adds above this is its own cost. " +
+			"The **allow-all webhook** is the same server answering through controller-runtime's admission webhook, " +
+			"which most Go admission webhooks are built on, with a handler that allows every request: " +
+			"what decoding each review and encoding its answer the usual Go way cost, before any decision.\n\n")
+		fmt.Fprintf(&b, "| | floor | allow-all webhook | allow-all / floor |\n|---|---:|---:|---:|\n")
 		for _, mt := range metrics(o)[:5] {
-			floor := values(byRound(res.Floor, floorServer, scenario{}, mt.value))
-			fmt.Fprintf(&b, "| %s | %s |\n", mt.name, spreadOf(floor).format(mt.format))
+			floor := byRound(res.Baselines, floorServer, scenario{}, mt.value)
+			allowAll := byRound(res.Baselines, allowAllServer, scenario{}, mt.value)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mt.name, spreadOf(values(floor)).format(mt.format),
+				spreadOf(values(allowAll)).format(mt.format), spreadOf(ratios(allowAll, floor)).format(formatRatio))
 		}
-		fmt.Fprintf(&b, "| failed / wrong answers of all requests | %s |\n\n", problemCell(res.Floor, floorServer, scenario{}))
+		fmt.Fprintf(&b, "| failed / wrong answers of all requests | %s | %s | |\n\n",
+			problemCell(res.Baselines, floorServer, scenario{}), problemCell(res.Baselines, allowAllServer, scenario{}))
 	}
 
 	if len(res.Churn) > 0 {
@@ -283,9 +295,9 @@ func renderCurve(b *strings.Builder, o Options, res results) {
 	}
 	fmt.Fprintf(b, "## Latency against offered load: %s, %s per rate\n\n", curveScenario, o.CurveDuration)
 	b.WriteString("The same open loop over the same kept-alive connections at each rate, after a warm-up, in every round; " +
-		"the floor answers without deciding. Cells: median (min–max) over rounds; " +
+		"the floor and the allow-all webhook answer without deciding. Cells: median (min–max) over rounds; " +
 		"\"kept\" is the answers per second as a share of the offered rate.\n\n")
-	servers := []string{fencegateServer, opaServerName, floorServer}
+	servers := []string{fencegateServer, opaServerName, floorServer, allowAllServer}
 	b.WriteString("| offered req/s |")
 	for _, s := range servers {
 		fmt.Fprintf(b, " %s p50 ms | %s p99 ms | %s kept |", s, s, s)
@@ -363,11 +375,12 @@ func renderTargets(b *strings.Builder, o Options, res results) {
 		quietText = fmt.Sprintf("%d fencegate runs undisturbed by other processes: median %s ms, highest %s ms",
 			q.n, formatMS(q.med), formatMS(q.hi))
 	}
-	floorP99 := spreadOf(values(byRound(res.Floor, floorServer, scenario{}, latencyP99)))
+	floorP99 := spreadOf(values(byRound(res.Baselines, floorServer, scenario{}, latencyP99)))
 	fmt.Fprintf(b, "| p99 ≤ %s at the fixed rate | %s ms in the slowest scenario (%s); highest single round %s ms; %s; "+
 		"the floor's p99 %s ms | %s |\n",
 		targetP99, formatMS(worstP99), worstP99At, formatMS(highestRound), quietText, floorP99.format(formatMS),
 		verdict(worstP99 <= ms(targetP99)))
+	renderFloorTargets(b, o, res)
 	var anon, file float64
 	for _, m := range res.Measurements {
 		if m.Server == fencegateServer {
@@ -379,13 +392,54 @@ func renderTargets(b *strings.Builder, o Options, res results) {
 		targetRSS>>20, peak/(1<<20), anon, file, verdict(peak <= targetRSS))
 }
 
+// renderFloorTargets says whether fencegate comes close enough to the
+// floor, each ratio taken round by round, with the allow-all webhook's
+// ratio beside it.
+func renderFloorTargets(b *strings.Builder, o Options, res results) {
+	if len(res.Baselines) == 0 {
+		return
+	}
+	cpu := func(m measurement) float64 { return micros(m.Saturation.ServerCPUPerRequest()) }
+	// worst is the scenario whose median ratio of value to the floor's is
+	// least good: lowest when higher is better, highest otherwise.
+	worst := func(value func(measurement) float64, higherIsBetter bool) (spread, string) {
+		floor := byRound(res.Baselines, floorServer, scenario{}, value)
+		var w spread
+		var at string
+		for i, sc := range scenarios {
+			r := spreadOf(ratios(byRound(res.Measurements, fencegateServer, sc, value), floor))
+			if i == 0 || (higherIsBetter && r.med < w.med) || (!higherIsBetter && r.med > w.med) {
+				w, at = r, sc.String()
+			}
+		}
+		return w, at
+	}
+	allowAll := func(value func(measurement) float64) string {
+		return spreadOf(ratios(byRound(res.Baselines, allowAllServer, scenario{}, value),
+			byRound(res.Baselines, floorServer, scenario{}, value))).format(formatRatio)
+	}
+	tp, tpAt := worst(throughput, true)
+	fgCPU := spreadOf(values(byRound(res.Measurements, fencegateServer, scenario{validate, stateActive}, cpu)))
+	fmt.Fprintf(b, "| ≥ %.1f× the floor's requests/s at saturation | %s in the weakest scenario (%s; rounds %s); "+
+		"the allow-all webhook %s; server CPU per request (validate, active) %s µs, the floor's %s, the allow-all webhook's %s | %s |\n",
+		targetFloorThroughput, formatRatio(tp.med), tpAt, tp.format(formatRatio), allowAll(throughput),
+		fgCPU.format(formatFixed(0)),
+		spreadOf(values(byRound(res.Baselines, floorServer, scenario{}, cpu))).format(formatFixed(0)),
+		spreadOf(values(byRound(res.Baselines, allowAllServer, scenario{}, cpu))).format(formatFixed(0)),
+		verdict(tp.med >= targetFloorThroughput))
+	p99, p99At := worst(latencyP99, false)
+	fmt.Fprintf(b, "| p99 at %s req/s ≤ %.2f× the floor's | %s in the slowest scenario (%s; rounds %s); the allow-all webhook %s | %s |\n",
+		thousands(float64(o.Rate)), targetFloorP99, formatRatio(p99.med), p99At, p99.format(formatRatio), allowAll(latencyP99),
+		verdict(p99.med <= targetFloorP99))
+}
+
 // renderRuns lists every run.
 func renderRuns(b *strings.Builder, o Options, res results) {
 	b.WriteString("## Every run\n\n" +
 		"| round | server | scenario | req/s | p50 ms | p90 ms | p99 ms | fixed rate kept | CPU µs/req | generator µs/req " +
 		"| RSS MiB | foreign cores | stack cores | attempts | failed/wrong/requests |\n" +
 		"|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, m := range append(slices.Clone(res.Measurements), res.Floor...) {
+	for _, m := range append(slices.Clone(res.Measurements), res.Baselines...) {
 		f, w, n, first := m.problems()
 		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %.0f%% | %.0f | %.0f | %.1f | %.2f | %.2f | %d | %d/%d/%d |\n",
 			m.Round, m.Server, m.Scenario, formatRate(m.Saturation.Throughput()),

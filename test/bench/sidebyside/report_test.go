@@ -117,23 +117,36 @@ func TestReport(t *testing.T) {
 				run(fencegateServer, sc, fgRPS, fgP99, fgRSS, wrong),
 				run(opaServerName, sc, 2000, 7*time.Millisecond, 80<<20, 0))
 		}
+		res.Baselines = []measurement{
+			run(floorServer, scenario{}, 8000, 700*time.Microsecond, 20<<20, 0),
+			run(allowAllServer, scenario{}, 2000, 1400*time.Microsecond, 30<<20, 0),
+		}
 		return res
 	}
 	tests := map[string]struct {
 		res     results
 		want    []string
+		notWant []string
 		wantErr string
 	}{
 		"targets met": {res: build(7000, 800*time.Microsecond, 60<<20, 0), want: []string{
 			"| requests/s at saturation (8 connections) | 7,000 | 2,000 | 3.50× |",
 			"3.50× in the weakest scenario", "| met |", "| peak RSS ≤ 64 MiB | 60.0 MiB (VmHWM)",
+			"| requests/s at saturation (8 connections) | 8,000 | 2,000 | 0.25× |",
+			"| ≥ 0.8× the floor's requests/s at saturation | 0.88× in the weakest scenario (validate, active; rounds 0.88×); the allow-all webhook 0.25×",
+			"| p99 at 1,000 req/s ≤ 1.25× the floor's | 1.14× in the slowest scenario (validate, active; rounds 1.14×); the allow-all webhook 2.00× | met |",
 		}},
 		"targets missed": {res: build(5000, 2*time.Millisecond, 80<<20, 0), want: []string{
 			"2.50× in the weakest scenario", "2.00 ms in the slowest scenario", "| peak RSS ≤ 64 MiB | 80.0 MiB (VmHWM)", "file-backed (the binary's pages) | **missed** |",
+			"| ≥ 0.8× the floor's requests/s at saturation | 0.62× in the weakest scenario",
+			"| p99 at 1,000 req/s ≤ 1.25× the floor's | 2.86× in the slowest scenario (validate, active; rounds 2.86×); the allow-all webhook 2.00× | **missed** |",
 		}},
 		"wrong answers": {res: build(7000, 800*time.Microsecond, 60<<20, 3), want: []string{
 			"| failed / wrong answers of all requests | 0 / 3 of 8,003 |",
 		}, wantErr: "12 were answered wrongly"},
+		"no baselines": {res: results{Measurements: build(7000, 800*time.Microsecond, 60<<20, 0).Measurements}, want: []string{
+			"3.50× in the weakest scenario",
+		}, notWant: []string{"## Baselines", "the floor's requests/s"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -143,6 +156,11 @@ func TestReport(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("the report does not say %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out.String(), w) {
+					t.Errorf("the report says %q:\n%s", w, out.String())
 				}
 			}
 		})
