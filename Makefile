@@ -128,10 +128,11 @@ SLOW_TEST_PACKAGES := ./test/charts ./test/e2e ./test/safety ./test/faults ./eng
 test-go: test-build test-gen-tools vet node-prerequisites
 	FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate $(GO_TEST) -race $(SLOW_TEST_PACKAGES) ./...
 	cd examples/helm-actuator && FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate $(GO_TEST) -race ./...
-	@# The hold benchmarks at their -short size, and the engine's and the
-	@# webhook's once each, so that they stay right.
+	@# The hold benchmarks at their -short size, and the engine's, the
+	@# webhook's and the side-by-side's in-process ones once each, so that
+	@# they stay right.
 	$(GO_TEST) -short -run '^$$' -bench '^BenchmarkHold' -benchtime 1x ./hold/ ./test/actuators/
-	$(GO_TEST) -short -run '^$$' -bench . -benchtime 1x ./engine/ ./webhook/
+	$(GO_TEST) -short -run '^$$' -bench . -benchtime 1x ./engine/ ./webhook/ ./test/bench/sidebyside/
 	cd hack/tools/image && go test ./...
 	cd hack/tools/protoc-gen && go test ./...
 
@@ -181,7 +182,7 @@ bench: BENCH_OUT := reports/bench-$(shell date +%Y%m%d-%H%M%S)
 bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's server (report in reports/).
 	$(BUILD_TOOLS) kube etcd opa
 	mkdir -p reports
-	go test -p 1 -run '^$$' -bench . -skip '^Benchmark(Agents|WatchFanout)$$' -benchmem ./webhook/ ./engine/ ./authority/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -run '^$$' -bench . -skip '^Benchmark(Agents|WatchFanout)$$' -benchmem ./webhook/ ./engine/ ./authority/ ./test/bench/sidebyside/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -timeout 30m -run '^$$' -bench '^Benchmark(Agents|WatchFanout)$$' -benchtime 1x ./authority/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkReMark$$' -benchtime 3x ./controller/ | tee -a $(BENCH_OUT).txt

@@ -378,7 +378,7 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 			if err != nil {
 				return res, fmt.Errorf("round %d, %s, connection churn: %w", round, srv.name, err)
 			}
-			b.say("  %-10s churn %d req/s   p50 %6.3f  p99 %6.3f ms   errors %d/%d",
+			b.say("  %-17s churn %d req/s   p50 %6.3f  p99 %6.3f ms   errors %d/%d",
 				srv.name, b.o.ChurnRate, ms(c.Percentile(0.5)), ms(c.Percentile(0.99)), c.Failed+c.Wrong, c.Requests)
 			res.Churn = append(res.Churn, churnRun{Round: round, Server: srv.name, Result: c})
 		}
@@ -433,7 +433,7 @@ func (b *bench) measureTarget(round int, name string, sc scenario, t target, new
 			return m, err
 		}
 		failed, wrong, requests, first := m.problems()
-		b.say("  %-10s %-16s %7.0f req/s   p50 %6.3f  p90 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
+		b.say("  %-17s %-16s %7.0f req/s   p50 %6.3f  p90 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
 			name, label, m.Saturation.Throughput(), ms(m.Latency.Percentile(0.5)), ms(m.Latency.Percentile(0.9)),
 			ms(m.Latency.Percentile(0.99)), m.foreignCores(), failed+wrong, requests)
 		if first != "" {
@@ -487,7 +487,7 @@ func (b *bench) curve(ctx context.Context, round int, order []*server) ([]curveR
 			}
 			c := curveRun{Round: round, Server: ct.name, Rate: rate, Result: r, Warmup: warm}
 			failed, wrong, requests := c.problems()
-			b.say("  %-10s curve %5d req/s   p50 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
+			b.say("  %-17s curve %5d req/s   p50 %6.3f  p99 %6.3f ms   foreign cores %.2f   errors %d/%d",
 				ct.name, rate, ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), r.ForeignCores(), failed+wrong, requests)
 			runs = append(runs, c)
 		}
