@@ -28,12 +28,8 @@ func main() {
 }
 
 func run(ctx context.Context) int {
-	if len(os.Args) > 1 && os.Args[1] == sidebyside.FloorCommand {
-		if err := sidebyside.ServeFloor(ctx, os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return 0
+	if served, code := sidebyside.ServeFloorCommand(ctx, os.Args[1:]); served {
+		return code
 	}
 	var o sidebyside.Options
 	o.AddFlags(flag.CommandLine)

@@ -24,6 +24,22 @@ const FloorCommand = "serve-floor"
 // floorAnswer is what the floor server answers every request with.
 var floorAnswer = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"floor","allowed":true}}`)
 
+// ServeFloorCommand serves as FloorCommand asks, when args (a process's
+// arguments after its name) start with it, until ctx ends: it says whether
+// they did, and the process's exit code. The bench's command calls it
+// first, and so does this package's test binary, which the bench starts
+// when it runs under go test.
+func ServeFloorCommand(ctx context.Context, args []string) (served bool, code int) {
+	if len(args) == 0 || args[0] != FloorCommand {
+		return false, 0
+	}
+	if err := ServeFloor(ctx, args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return true, 1
+	}
+	return true, 0
+}
+
 // ServeFloor runs the floor server until ctx ends: a Go HTTPS server,
 // configured like fencegate's webhook, that reads each request's body and
 // answers a canned AdmissionReview without decoding anything. What the load generator
