@@ -40,7 +40,8 @@ type SideBySide struct {
 	// Rounds is how many rounds were measured.
 	Rounds int `json:"rounds"`
 	// CurveScenario is the scenario the LoadCurve runs measure
-	// ("validate, active"); the floor's runs have no scenario.
+	// ("validate, active"); the baselines' runs (the floor's and the
+	// allow-all webhook's) have no scenario.
 	CurveScenario string `json:"curveScenario,omitempty"`
 	// FencegateLogFormat is fencegate's --log-format: "json" (the chart's
 	// default, which samples repeated lines) or "console" (every line);
@@ -67,7 +68,7 @@ type Run struct {
 	Round  int    `json:"round"`
 	Server string `json:"server"`
 	// Scenario is "validate, active" and the like; "no decision" for the
-	// floor.
+	// baselines (Floor, AllowAll).
 	Scenario string `json:"scenario"`
 	Kind     string `json:"kind"`
 	// OfferedRate is the requests per second sent (0 at saturation).

@@ -7,7 +7,8 @@
 //
 // The plots:
 //   - admission latency (p99) against offered load: fencegate, OPA's
-//     server and the no-decision TLS floor (the side-by-side run, -rates);
+//     server, a controller-runtime webhook that allows everything and the
+//     no-decision TLS floor (the side-by-side run, -rates);
 //   - re-mark time against Components: the controller and a bare client
 //     making the same writes (BenchmarkReMark);
 //   - authority p99 against agents (BenchmarkAgents);

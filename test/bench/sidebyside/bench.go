@@ -266,20 +266,16 @@ func newBench(ctx context.Context, o Options, root string, s *stack.Stack, say f
 		}
 	}
 	b.servers = []*server{fg, opa}
-	allowed := expected{}
-	for _, r := range b.reviews {
-		allowed[r.UID] = answer{allowed: true}
-	}
+	allowed := allowEvery(b.reviews)
 	for _, bl := range []struct {
-		name     string
-		allowAll bool
-		check    func() answerCheck
+		name  string
+		check func() answerCheck
 	}{
-		{floorServer, false, func() answerCheck { return exactAnswer(floorAnswer) }},
-		{allowAllServer, true, func() answerCheck { return newChecker(validate, allowed) }},
+		{floorServer, func() answerCheck { return exactAnswer(floorAnswer) }},
+		{allowAllServer, func() answerCheck { return newChecker(validate, allowed) }},
 	} {
 		say("starting the %s …", bl.name)
-		p, err := startFloor(ctx, filepath.Join(s.Dir, strings.ReplaceAll(bl.name, " ", "-")), bl.allowAll)
+		p, err := startBaseline(ctx, filepath.Join(s.Dir, strings.ReplaceAll(bl.name, " ", "-")), bl.name)
 		if err != nil {
 			return b, err
 		}

@@ -17,6 +17,16 @@
 // gives each figure's median and range over the rounds and the ratio
 // fencegate / OPA.
 //
+// Each round also measures two baselines that decide nothing, each a
+// process of this binary (ServeFloor): the floor, a Go HTTPS server that
+// answers a canned AdmissionReview without decoding anything (what TLS,
+// the machine and the load generator cost alone), and the allow-all
+// webhook, the same server answering through controller-runtime's
+// admission webhook with a handler that allows everything (what reading a
+// review the usual Go way costs). The report holds fencegate to the floor
+// (requests/s and p99, round by round) with the allow-all webhook's ratios
+// beside it.
+//
 // Run does all of it; test/bench is the command that calls it:
 //
 //	go run ./test/bench -o reports

@@ -17,8 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// FloorCommand is the first argument that runs the bench's own binary as the
-// floor server (ServeFloor); the bench starts it so.
+// FloorCommand is the first argument that runs the bench's own binary as
+// one of the baselines, the floor or the allow-all webhook (ServeFloor);
+// the bench starts it so.
 const FloorCommand = "serve-floor"
 
 // floorAnswer is what the floor server answers every request with.
@@ -46,18 +47,20 @@ func ServeFloorCommand(ctx context.Context, args []string) (served bool, code in
 // measures against it is what this machine, TLS and the load generator cost
 // by themselves: the floor under every server's figures.
 //
-// With -allow-all it serves the allow-all webhook instead (allowAll): the
-// same server, answering through controller-runtime's admission webhook.
+// With -allow-all it serves the allow-all webhook instead
+// (allowAllHandler): the same server, answering through controller-runtime's
+// admission webhook.
 func ServeFloor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(FloorCommand, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error says what is wrong
 	addr := fs.String("addr", "", "address to serve HTTPS on")
 	certFile := fs.String("cert", "", "serving certificate (PEM)")
 	keyFile := fs.String("key", "", "serving key (PEM)")
-	allowAllFlag := fs.Bool("allow-all", false, "answer through controller-runtime's admission webhook, allowing every request")
+	allowAll := fs.Bool("allow-all", false, "answer through controller-runtime's admission webhook, allowing every request")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	name := floorServer
 	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -66,16 +69,19 @@ func ServeFloor(ctx context.Context, args []string) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(floorAnswer)
 	})
-	if *allowAllFlag {
-		handler = allowAll()
+	if *allowAll {
+		// Its log lines are dropped, as a webhook's are at the default
+		// verbosity (it logs each request only at V(5)).
+		log.SetLogger(logr.Discard())
+		name, handler = allowAllServer, allowAllHandler()
 	}
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
-		return fmt.Errorf("floor server certificate: %w", err)
+		return fmt.Errorf("%s: certificate: %w", name, err)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return fmt.Errorf("floor server: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -90,48 +96,60 @@ func ServeFloor(ctx context.Context, args []string) error {
 		_ = srv.Shutdown(shutdown)
 	}()
 	if err := srv.ServeTLS(ln, "", ""); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("floor server: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }
 
-// allowAll is the allow-all webhook: controller-runtime's admission
+// allowAllHandler is the allow-all webhook: controller-runtime's admission
 // webhook, which most Go admission webhooks are built on, with a handler
 // that allows every request without looking at it. It decodes each
 // AdmissionReview and encodes the answer as any such webhook does, and
 // decides nothing: what reading a request the usual Go way costs, before
-// any decision.
-func allowAll() http.Handler {
-	// Its log lines are dropped, as a webhook's at the default verbosity
-	// (it logs each request only at V(5)).
-	log.SetLogger(logr.Discard())
+// any decision. It leaves out what a deployed one adds: controller-runtime's
+// request metrics (the webhook server's instrumentation), and log lines.
+func allowAllHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
 		return admission.Allowed("")
 	})})
-	// The webhook answers a GET with an error; the bench waits for a 200.
+	// The webhook answers a request without a body with an error review
+	// (and logs it); the bench's health checks need neither.
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	return mux
 }
 
-// startFloor runs this binary as the floor server in dir, or as the
-// allow-all webhook when allowAll is set.
-func startFloor(ctx context.Context, dir string, allowAll bool) (*serverProcess, error) {
+// startBaseline runs this binary as the baseline named name (floorServer
+// or allowAllServer) in dir.
+func startBaseline(ctx context.Context, dir, name string) (*serverProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("the bench's own binary: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("floor server directory: %w", err)
+		return nil, fmt.Errorf("%s directory: %w", name, err)
 	}
 	srv, err := newServing(dir)
 	if err != nil {
 		return nil, err
 	}
 	args := []string{FloorCommand, "-addr", srv.addr, "-cert", srv.certFile, "-key", srv.keyFile}
-	name := floorServer
-	if allowAll {
-		args, name = append(args, "-allow-all"), allowAllServer
+	switch name {
+	case floorServer:
+	case allowAllServer:
+		args = append(args, "-allow-all")
+	default:
+		return nil, fmt.Errorf("no baseline is named %q", name)
 	}
 	return startServerProcess(ctx, name, dir, srv, self, args...)
+}
+
+// allowEvery is what the allow-all webhook must answer to reviews: each
+// allowed, with no warning or patch.
+func allowEvery(reviews []review) expected {
+	want := expected{}
+	for _, r := range reviews {
+		want[r.UID] = answer{allowed: true}
+	}
+	return want
 }

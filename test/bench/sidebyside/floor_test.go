@@ -81,10 +81,7 @@ func TestFloorServerAnswersTheCannedReview(t *testing.T) {
 func TestAllowAllWebhookAllowsEveryReview(t *testing.T) {
 	url, client := serveBaseline(t, "-allow-all")
 	reviews := testReviews(t)
-	allowed := expected{}
-	for _, r := range reviews {
-		allowed[r.UID] = answer{allowed: true}
-	}
+	allowed := allowEvery(reviews)
 	tests := map[string]struct {
 		body    []byte
 		wantErr string
@@ -116,9 +113,12 @@ func TestFloorServerRefusesBadFlags(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		"no certificate": {args: []string{"-addr", "127.0.0.1:0", "-cert", dir + "/missing.crt", "-key", key}, wantErr: "floor server certificate"},
-		"bad address":    {args: []string{"-addr", "256.0.0.1:0", "-cert", cert, "-key", key}, wantErr: "floor server"},
-		"unknown flag":   {args: []string{"-port", "1"}, wantErr: "flag provided but not defined"},
+		"no certificate": {args: []string{"-addr", "127.0.0.1:0", "-cert", dir + "/missing.crt", "-key", key}, wantErr: "floor: certificate"},
+		"bad address":    {args: []string{"-addr", "256.0.0.1:0", "-cert", cert, "-key", key}, wantErr: "floor: listen"},
+		"the allow-all webhook without a certificate": {
+			args: []string{"-allow-all", "-addr", "127.0.0.1:0", "-cert", dir + "/missing.crt", "-key", key}, wantErr: "allow-all webhook: certificate",
+		},
+		"unknown flag": {args: []string{"-port", "1"}, wantErr: "flag provided but not defined"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

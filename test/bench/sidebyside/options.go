@@ -49,8 +49,9 @@ type Options struct {
 	// ReadOptimal runs OPA with --optimize-store-for-read-speed.
 	ReadOptimal bool
 	// Rates are the offered rates (requests/s) of the latency curve:
-	// validate (active) on fencegate, OPA and the floor, each round, for
-	// CurveDuration each. None skips the curve.
+	// validate (active) on fencegate and OPA, and the baselines (the floor
+	// and the allow-all webhook), each round, for CurveDuration each. None
+	// skips the curve.
 	Rates         []int
 	CurveDuration time.Duration
 	// JSON is the file the measurements are written to as JSON

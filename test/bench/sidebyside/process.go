@@ -13,7 +13,8 @@ import (
 )
 
 // serverProcess is a server the bench starts besides the stack (OPA's, the
-// floor), serving HTTPS on a loopback address with a certificate of its own.
+// baselines), serving HTTPS on a loopback address with a certificate of its
+// own.
 type serverProcess struct {
 	*proc.Process
 	// Addr is where it serves HTTPS, and CA the PEM CA of its certificate.

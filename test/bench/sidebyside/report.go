@@ -38,9 +38,7 @@ func metrics(o Options) []metric {
 		{fmt.Sprintf("p50 at %s req/s (ms)", rate), latencyAt(0.50), formatMS},
 		{fmt.Sprintf("p90 at %s req/s (ms)", rate), latencyAt(0.90), formatMS},
 		{fmt.Sprintf("p99 at %s req/s (ms)", rate), latencyP99, formatMS},
-		{"server CPU per request at saturation (µs)", func(m measurement) float64 {
-			return micros(m.Saturation.ServerCPUPerRequest())
-		}, formatFixed(0)},
+		{"server CPU per request at saturation (µs)", serverCPU, formatFixed(0)},
 		{"peak RSS (MiB)", func(m measurement) float64 { return mib(m.Memory.Peak) }, formatFixed(1)},
 		{"resident after the runs: anonymous (MiB)", func(m measurement) float64 { return mib(m.Memory.Anon) }, formatFixed(1)},
 		{"resident after the runs: file-backed (MiB)", func(m measurement) float64 { return mib(m.Memory.File) }, formatFixed(1)},
@@ -49,6 +47,14 @@ func metrics(o Options) []metric {
 
 // throughput is a measurement's requests/s at saturation.
 func throughput(m measurement) float64 { return m.Saturation.Throughput() }
+
+// serverCPU is the server's CPU time per request at saturation, in µs.
+func serverCPU(m measurement) float64 { return micros(m.Saturation.ServerCPUPerRequest()) }
+
+// baseline returns the value of the baseline named name, by round.
+func baseline(res results, name string, value func(measurement) float64) map[int]float64 {
+	return byRound(res.Baselines, name, scenario{}, value)
+}
 
 // latencyAt returns a measurement's latency percentile q at the fixed rate,
 // in milliseconds.
@@ -198,7 +204,7 @@ func render(o Options, res results) string {
 		"runs with more than %.2f foreign cores were measured again, up to %d times and %s in all.\n\n",
 		env.LoadBefore, env.LoadAfter, spreadOf(foreign).format(formatFixed(2)), spreadOf(stack).format(formatFixed(2)),
 		o.MaxForeign, o.Retries, o.RetryBudget)
-	fmt.Fprintf(&b, "Both servers serve TLS (ECDSA P-256 certificates, TLS 1.3) and are sent the same %d AdmissionReviews "+
+	fmt.Fprintf(&b, "Every server (fencegate, OPA's, and the baselines below) serves TLS (ECDSA P-256 certificates, TLS 1.3) and is sent the same %d AdmissionReviews "+
 		"of Components in turn, half CREATE (%.1f KB) and half UPDATE with the old object (%.1f KB), "+
 		"by the same load generator (vegeta's library, HTTP/1.1, in this process on the same cores). ",
 		env.Reviews, float64(env.CreateBytes)/1000, float64(env.UpdateBytes)/1000)
@@ -242,10 +248,9 @@ func render(o Options, res results) string {
 			"what decoding each review and encoding its answer the usual Go way cost, before any decision.\n\n")
 		fmt.Fprintf(&b, "| | floor | allow-all webhook | allow-all / floor |\n|---|---:|---:|---:|\n")
 		for _, mt := range metrics(o)[:5] {
-			floor := byRound(res.Baselines, floorServer, scenario{}, mt.value)
-			allowAll := byRound(res.Baselines, allowAllServer, scenario{}, mt.value)
+			floor, allowed := baseline(res, floorServer, mt.value), baseline(res, allowAllServer, mt.value)
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mt.name, spreadOf(values(floor)).format(mt.format),
-				spreadOf(values(allowAll)).format(mt.format), spreadOf(ratios(allowAll, floor)).format(formatRatio))
+				spreadOf(values(allowed)).format(mt.format), spreadOf(ratios(allowed, floor)).format(formatRatio))
 		}
 		fmt.Fprintf(&b, "| failed / wrong answers of all requests | %s | %s | |\n\n",
 			problemCell(res.Baselines, floorServer, scenario{}), problemCell(res.Baselines, allowAllServer, scenario{}))
@@ -375,7 +380,7 @@ func renderTargets(b *strings.Builder, o Options, res results) {
 		quietText = fmt.Sprintf("%d fencegate runs undisturbed by other processes: median %s ms, highest %s ms",
 			q.n, formatMS(q.med), formatMS(q.hi))
 	}
-	floorP99 := spreadOf(values(byRound(res.Baselines, floorServer, scenario{}, latencyP99)))
+	floorP99 := spreadOf(values(baseline(res, floorServer, latencyP99)))
 	fmt.Fprintf(b, "| p99 ≤ %s at the fixed rate | %s ms in the slowest scenario (%s); highest single round %s ms; %s; "+
 		"the floor's p99 %s ms | %s |\n",
 		targetP99, formatMS(worstP99), worstP99At, formatMS(highestRound), quietText, floorP99.format(formatMS),
@@ -399,38 +404,47 @@ func renderFloorTargets(b *strings.Builder, o Options, res results) {
 	if len(res.Baselines) == 0 {
 		return
 	}
-	cpu := func(m measurement) float64 { return micros(m.Saturation.ServerCPUPerRequest()) }
 	// worst is the scenario whose median ratio of value to the floor's is
-	// least good: lowest when higher is better, highest otherwise.
-	worst := func(value func(measurement) float64, higherIsBetter bool) (spread, string) {
-		floor := byRound(res.Baselines, floorServer, scenario{}, value)
-		var w spread
-		var at string
-		for i, sc := range scenarios {
+	// least good (lowest when higher is better, highest otherwise), among
+	// the scenarios that have a ratio; ok is false when none has.
+	worst := func(value func(measurement) float64, higherIsBetter bool) (w spread, at string, ok bool) {
+		floor := baseline(res, floorServer, value)
+		for _, sc := range scenarios {
 			r := spreadOf(ratios(byRound(res.Measurements, fencegateServer, sc, value), floor))
-			if i == 0 || (higherIsBetter && r.med < w.med) || (!higherIsBetter && r.med > w.med) {
-				w, at = r, sc.String()
+			if r.n == 0 {
+				continue
+			}
+			if !ok || (higherIsBetter && r.med < w.med) || (!higherIsBetter && r.med > w.med) {
+				w, at, ok = r, sc.String(), true
 			}
 		}
-		return w, at
+		return w, at, ok
 	}
-	allowAll := func(value func(measurement) float64) string {
-		return spreadOf(ratios(byRound(res.Baselines, allowAllServer, scenario{}, value),
-			byRound(res.Baselines, floorServer, scenario{}, value))).format(formatRatio)
+	allowAllRatio := func(value func(measurement) float64) string {
+		return spreadOf(ratios(baseline(res, allowAllServer, value), baseline(res, floorServer, value))).format(formatRatio)
 	}
-	tp, tpAt := worst(throughput, true)
-	fgCPU := spreadOf(values(byRound(res.Measurements, fencegateServer, scenario{validate, stateActive}, cpu)))
-	fmt.Fprintf(b, "| ≥ %.1f× the floor's requests/s at saturation | %s in the weakest scenario (%s; rounds %s); "+
-		"the allow-all webhook %s; server CPU per request (validate, active) %s µs, the floor's %s, the allow-all webhook's %s | %s |\n",
-		targetFloorThroughput, formatRatio(tp.med), tpAt, tp.format(formatRatio), allowAll(throughput),
-		fgCPU.format(formatFixed(0)),
-		spreadOf(values(byRound(res.Baselines, floorServer, scenario{}, cpu))).format(formatFixed(0)),
-		spreadOf(values(byRound(res.Baselines, allowAllServer, scenario{}, cpu))).format(formatFixed(0)),
-		verdict(tp.med >= targetFloorThroughput))
-	p99, p99At := worst(latencyP99, false)
-	fmt.Fprintf(b, "| p99 at %s req/s ≤ %.2f× the floor's | %s in the slowest scenario (%s; rounds %s); the allow-all webhook %s | %s |\n",
-		thousands(float64(o.Rate)), targetFloorP99, formatRatio(p99.med), p99At, p99.format(formatRatio), allowAll(latencyP99),
-		verdict(p99.med <= targetFloorP99))
+	row := func(target, measured string, met bool) {
+		fmt.Fprintf(b, "| %s | %s | %s |\n", target, measured, verdict(met))
+	}
+	target := fmt.Sprintf("≥ %.1f× the floor's requests/s at saturation", targetFloorThroughput)
+	if tp, at, ok := worst(throughput, true); ok {
+		row(target, fmt.Sprintf("%s in the weakest scenario (%s; rounds %s); the allow-all webhook %s; "+
+			"server CPU per request (validate, active) %s µs, the floor's %s, the allow-all webhook's %s",
+			formatRatio(tp.med), at, tp.format(formatRatio), allowAllRatio(throughput),
+			spreadOf(values(byRound(res.Measurements, fencegateServer, scenario{validate, stateActive}, serverCPU))).format(formatFixed(0)),
+			spreadOf(values(baseline(res, floorServer, serverCPU))).format(formatFixed(0)),
+			spreadOf(values(baseline(res, allowAllServer, serverCPU))).format(formatFixed(0))),
+			tp.med >= targetFloorThroughput)
+	} else {
+		row(target, "no run of fencegate and the floor in the same round", false)
+	}
+	target = fmt.Sprintf("p99 at %s req/s ≤ %.2f× the floor's", thousands(float64(o.Rate)), targetFloorP99)
+	if p99, at, ok := worst(latencyP99, false); ok {
+		row(target, fmt.Sprintf("%s in the slowest scenario (%s; rounds %s); the allow-all webhook %s",
+			formatRatio(p99.med), at, p99.format(formatRatio), allowAllRatio(latencyP99)), p99.med <= targetFloorP99)
+	} else {
+		row(target, "no run of fencegate and the floor in the same round", false)
+	}
 }
 
 // renderRuns lists every run.

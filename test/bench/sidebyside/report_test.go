@@ -144,6 +144,30 @@ func TestReport(t *testing.T) {
 		"wrong answers": {res: build(7000, 800*time.Microsecond, 60<<20, 3), want: []string{
 			"| failed / wrong answers of all requests | 0 / 3 of 8,003 |",
 		}, wantErr: "12 were answered wrongly"},
+		"the weakest scenarios named": {res: func() results {
+			res := build(7000, 800*time.Microsecond, 60<<20, 0)
+			for i, m := range res.Measurements {
+				switch {
+				case m.Server != fencegateServer:
+				case m.Scenario == scenario{mutate, stateActive}:
+					res.Measurements[i] = run(fencegateServer, m.Scenario, 4000, 800*time.Microsecond, 60<<20, 0)
+				case m.Scenario == scenario{validate, stateFenced}:
+					res.Measurements[i] = run(fencegateServer, m.Scenario, 7000, 1400*time.Microsecond, 60<<20, 0)
+				}
+			}
+			return res
+		}(), want: []string{
+			"| ≥ 0.8× the floor's requests/s at saturation | 0.50× in the weakest scenario (mutate, active; rounds 0.50×)",
+			"| p99 at 1,000 req/s ≤ 1.25× the floor's | 2.00× in the slowest scenario (validate, fenced; rounds 2.00×)",
+		}},
+		"a floor without figures": {res: func() results {
+			res := build(7000, 800*time.Microsecond, 60<<20, 0)
+			res.Baselines[0].Round = 2 // in no round of fencegate's
+			return res
+		}(), want: []string{
+			"| ≥ 0.8× the floor's requests/s at saturation | no run of fencegate and the floor in the same round | **missed** |",
+			"| p99 at 1,000 req/s ≤ 1.25× the floor's | no run of fencegate and the floor in the same round | **missed** |",
+		}},
 		"no baselines": {res: results{Measurements: build(7000, 800*time.Microsecond, 60<<20, 0).Measurements}, want: []string{
 			"3.50× in the weakest scenario",
 		}, notWant: []string{"## Baselines", "the floor's requests/s"}},
