@@ -177,16 +177,22 @@ func TestReport(t *testing.T) {
 			var out bytes.Buffer
 			err := report(o, tc.res, &out, func(string, ...any) {})
 			checkErr(t, err, tc.wantErr)
-			for _, w := range tc.want {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("the report does not say %q:\n%s", w, out.String())
-				}
-			}
+			checkReportSays(t, out.String(), tc.want...)
 			for _, w := range tc.notWant {
 				if strings.Contains(out.String(), w) {
 					t.Errorf("the report says %q:\n%s", w, out.String())
 				}
 			}
 		})
+	}
+}
+
+// checkReportSays fails t for each of wants that the report does not say.
+func checkReportSays(t *testing.T, report string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(report, w) {
+			t.Errorf("the report does not say %q:\n%s", w, report)
+		}
 	}
 }
