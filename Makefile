@@ -78,7 +78,7 @@ verify-generate: ## Fail if generated files are not up to date.
 	hack/verify-generate.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet, golangci-lint, opa fmt, opa check, and the tools' shared versions.
+lint: ## gofmt, go vet, golangci-lint, no build output in git, opa fmt, opa check, and the tools' shared versions.
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory lint-rest
 
@@ -98,6 +98,8 @@ lint-rest: ## Everything lint does but go vet.
 	cd examples/helm-actuator && GOFLAGS="$$(go env GOFLAGS) -race" golangci-lint run --config $(CURDIR)/.golangci.yml ./...
 	cd hack/tools/image && go vet ./... && golangci-lint run ./...
 	cd hack/tools/protoc-gen && go vet ./... && golangci-lint run ./...
+	hack/verify-no-build-output.sh
+	hack/verify-no-build-output_test.sh
 	opa fmt --list --fail policies test/bench
 	opa check --strict policies test/bench/sidebyside/system.rego
 	hack/tool-versions.sh
