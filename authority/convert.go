@@ -61,6 +61,7 @@ func holderProto(h *statemachine.Holder) *fencev1.Holder {
 		Token:           h.Token,
 		Released:        h.Released,
 		AcquireTime:     timestamp(h.AcquiredAt),
+		Grant:           string(h.Grant),
 		Revoked:         h.Revoked,
 		RevokedEpoch:    h.RevokedEpoch,
 	}

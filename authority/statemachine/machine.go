@@ -317,7 +317,7 @@ func (m Machine) Declare(s State, d Declaration, now time.Time) (Result, error) 
 
 	case holder == nil: // case 3
 		answer.Outcome, answer.Grant = Granted, GrantFirst
-		m.grant(&next, d, at)
+		m.grant(&next, d, at, GrantFirst)
 
 	case copyTakeover: // case 6, from a copy of the holder
 		history = m.takeOver(&next, d, at, &answer, true)
@@ -442,8 +442,6 @@ func (m Machine) keepDeclaredAt(s State, next *State, uid string, at UnixNano) b
 	return true
 }
 
-// grant makes the declaring cluster the holder, with a lease for the
-// declaring instance. The token stays 0 until the store commits the grant.
 // takeOver answers a declaration that takes the fence over from the
 // holder (case 6): granted once no instance of the holder is active, else
 // acquiring, with the takeover pending. byCopy marks a takeover by a copy of
@@ -471,15 +469,19 @@ func (m Machine) takeOver(next *State, d Declaration, at UnixNano, answer *Answe
 			history = append(history, holder.leaseExpired(name, l))
 		}
 	}
-	m.grant(next, d, at)
+	m.grant(next, d, at, answer.Grant)
 	return history
 }
 
-func (m Machine) grant(s *State, d Declaration, at UnixNano) {
+// grant makes the declaring cluster the holder, granted the way kind
+// says, with a lease for the declaring instance. The token stays 0 until
+// the store commits the grant.
+func (m Machine) grant(s *State, d Declaration, at UnixNano, kind GrantKind) {
 	s.Holder = &Holder{
 		Identity:   d.Cluster,
 		Epoch:      d.Epoch,
 		AcquiredAt: at,
+		Grant:      kind,
 	}
 	s.Holder.Instances = map[string]Lease{d.Instance: m.lease(s, d, at)}
 	s.Holder.summarize()

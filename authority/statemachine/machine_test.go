@@ -32,10 +32,10 @@ func holding(c Identity, epoch uint64, renewedAt time.Duration) *Holder {
 		map[string]Lease{"": lease(epoch, renewedAt)})
 }
 
-// grantedAt is the holder a grant to instance "" of c makes at acquiredAt,
-// before the store gives it a token.
-func grantedAt(c Identity, epoch uint64, acquiredAt time.Duration) *Holder {
-	return instances(&Holder{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, AcquiredAt: at(acquiredAt)},
+// grantedAt is the holder a grant of this kind to instance "" of c makes
+// at acquiredAt, before the store gives it a token.
+func grantedAt(c Identity, epoch uint64, acquiredAt time.Duration, kind GrantKind) *Holder {
+	return instances(&Holder{Identity: Identity{Name: c.Name, UID: c.UID}, Epoch: epoch, AcquiredAt: at(acquiredAt), Grant: kind},
 		map[string]Lease{"": lease(epoch, acquiredAt)})
 }
 
@@ -154,7 +154,7 @@ func TestDeclare(t *testing.T) {
 		"1: instance not UTF-8":       {decl: declareAs(east, 1, "pod-\xff"), wantErrField: "instance"},
 		"1: a pod name is an instance": {
 			decl: declareAs(east, 1, "fencegate-6d9f7c5b8-x2x7q"), want: Answer{Outcome: Granted, Grant: GrantFirst},
-			wantHolder: instances(&Holder{Identity: east, Epoch: 1, AcquiredAt: at(0)}, map[string]Lease{"fencegate-6d9f7c5b8-x2x7q": lease(1, 0)}),
+			wantHolder: instances(&Holder{Identity: east, Epoch: 1, AcquiredAt: at(0), Grant: GrantFirst}, map[string]Lease{"fencegate-6d9f7c5b8-x2x7q": lease(1, 0)}),
 			wantEvents: []EventType{HolderChanged},
 		},
 
@@ -191,7 +191,7 @@ func TestDeclare(t *testing.T) {
 			decl:        declare(east, 3),
 			now:         time.Second,
 			want:        Answer{Outcome: Granted, Grant: GrantFirst},
-			wantHolder:  grantedAt(east, 3, time.Second),
+			wantHolder:  grantedAt(east, 3, time.Second, GrantFirst),
 			wantEvents:  []EventType{HolderChanged},
 			wantCluster: &Cluster{Name: "east", HighestEpoch: 3, LastEpoch: 3, LastDeclaredAt: at(time.Second)},
 		},
@@ -199,7 +199,7 @@ func TestDeclare(t *testing.T) {
 			state:      State{Clusters: seen(map[Identity]uint64{east: 2})},
 			decl:       declare(east, 2),
 			want:       Answer{Outcome: Granted, Grant: GrantFirst, HighestEpoch: 2},
-			wantHolder: grantedAt(east, 2, 0),
+			wantHolder: grantedAt(east, 2, 0, GrantFirst),
 			wantEvents: []EventType{HolderChanged},
 		},
 
@@ -419,7 +419,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        time.Second,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterRelease, Previous: released(holding(east, 3, 0)), HighestEpoch: 5},
-			wantHolder: grantedAt(west, 5, time.Second),
+			wantHolder: grantedAt(west, 5, time.Second, GrantAfterRelease),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: the holder's lease ended exactly now: granted": {
@@ -427,7 +427,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        ttl,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0), HighestEpoch: 5},
-			wantHolder: grantedAt(west, 5, ttl),
+			wantHolder: grantedAt(west, 5, ttl, GrantAfterExpiry),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: lease ended without a pending takeover: granted": {
@@ -435,7 +435,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 4),
 			now:        time.Minute,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
-			wantHolder: grantedAt(west, 4, time.Minute),
+			wantHolder: grantedAt(west, 4, time.Minute, GrantAfterExpiry),
 			wantEvents: []EventType{HolderChanged},
 		},
 		"6: one instance released, another's lease runs: the takeover waits for it": {
@@ -461,7 +461,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        3 * time.Second,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterRelease, Previous: released(instances(holding(east, 3, 0), map[string]Lease{"a": lease(3, 0), "b": lease(3, 2*time.Second)})), HighestEpoch: 5},
-			wantHolder: grantedAt(west, 5, 3*time.Second),
+			wantHolder: grantedAt(west, 5, 3*time.Second, GrantAfterRelease),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: one instance released, the other's lease ended exactly now: granted": {
@@ -469,7 +469,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(west, 5),
 			now:        ttl + 2*time.Second,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: instances(holding(east, 3, 0), map[string]Lease{"a": releasedLease(3, 0), "b": lease(3, 2*time.Second)}), HighestEpoch: 5},
-			wantHolder: grantedAt(west, 5, ttl+2*time.Second),
+			wantHolder: grantedAt(west, 5, ttl+2*time.Second, GrantAfterExpiry),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 		"6: a higher third cluster wins over a lower pending one once the lease ended": {
@@ -477,7 +477,7 @@ func TestDeclare(t *testing.T) {
 			decl:       declare(north, 6),
 			now:        time.Minute,
 			want:       Answer{Outcome: Granted, Grant: GrantAfterExpiry, Previous: holding(east, 3, 0)},
-			wantHolder: grantedAt(north, 6, time.Minute),
+			wantHolder: grantedAt(north, 6, time.Minute, GrantAfterExpiry),
 			wantEvents: []EventType{HolderChanged, PendingChanged},
 		},
 	}

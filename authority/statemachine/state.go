@@ -74,6 +74,15 @@ type Holder struct {
 	Epoch uint64 `json:"epoch"`
 	// AcquiredAt is when the fence was granted to this holder.
 	AcquiredAt UnixNano `json:"acquired_at_ns"`
+	// Grant is how the fence was granted to this holder, at AcquiredAt:
+	// after the previous holder released it or after a lease of the
+	// previous holder expired. The new holder reads it from every answer,
+	// so that after an expiry, when an instance of the previous holder cut
+	// off from the authority may have acted until its lease ran out by its
+	// own clock, it can wait before it lets its own actuators act.
+	// Renewals keep it. Empty for a holder stored before it was recorded:
+	// its kind is unknown, and reads as such.
+	Grant GrantKind `json:"grant,omitempty"`
 	// Instances are the leases of the holder's instances, by instance
 	// name. The machine keeps at least one: an instance is dropped only
 	// once its lease ended, when another one declares or releases.

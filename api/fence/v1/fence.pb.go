@@ -203,7 +203,15 @@ type Holder struct {
 	// revoked_epoch.
 	Revoked bool `protobuf:"varint,9,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// The holder's epoch when it was revoked.
-	RevokedEpoch  uint64 `protobuf:"varint,10,opt,name=revoked_epoch,json=revokedEpoch,proto3" json:"revoked_epoch,omitempty"`
+	RevokedEpoch uint64 `protobuf:"varint,10,opt,name=revoked_epoch,json=revokedEpoch,proto3" json:"revoked_epoch,omitempty"`
+	// How this holder was granted the fence, at acquire_time: "first" (nobody
+	// held it before), "after_release" (every instance of the previous holder
+	// released it) or "after_expiry" (the lease of an instance of the previous
+	// holder ended without a release: it may have been cut off from the
+	// authority, and acted until its lease ran out by its own clock). It stays
+	// the same across the holder's renewals. Empty for a holder granted by an
+	// authority that did not record it: its kind is unknown.
+	Grant         string `protobuf:"bytes,11,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +314,13 @@ func (x *Holder) GetRevokedEpoch() uint64 {
 		return x.RevokedEpoch
 	}
 	return 0
+}
+
+func (x *Holder) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
 }
 
 // InstanceLease is the lease of one instance of the holder.
@@ -1764,7 +1779,7 @@ var File_fence_v1_fence_proto protoreflect.FileDescriptor
 
 const file_fence_v1_fence_proto_rawDesc = "" +
 	"\n" +
-	"\x14fence/v1/fence.proto\x12\x12fencegate.fence.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x03\n" +
+	"\x14fence/v1/fence.proto\x12\x12fencegate.fence.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x03\n" +
 	"\x06Holder\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vcluster_uid\x18\x02 \x01(\tR\n" +
@@ -1777,7 +1792,8 @@ const file_fence_v1_fence_proto_rawDesc = "" +
 	"\tinstances\x18\b \x03(\v2!.fencegate.fence.v1.InstanceLeaseR\tinstances\x12\x18\n" +
 	"\arevoked\x18\t \x01(\bR\arevoked\x12#\n" +
 	"\rrevoked_epoch\x18\n" +
-	" \x01(\x04R\frevokedEpoch\"\xbf\x01\n" +
+	" \x01(\x04R\frevokedEpoch\x12\x14\n" +
+	"\x05grant\x18\v \x01(\tR\x05grant\"\xbf\x01\n" +
 	"\rInstanceLease\x12\x1a\n" +
 	"\binstance\x18\x01 \x01(\tR\binstance\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12F\n" +
