@@ -16,18 +16,26 @@ import (
 )
 
 // Client wraps c so that its writes of the gated kinds (the kinds of
-// gated, pointers to registered types) obey the fence of each object's
-// domain:
+// gated, pointers to registered types) obey the fence of the domain of
+// the object each writes (its fencegate.dev/domain label as the write
+// carries it, else its namespace's, else Options.Domain), never that of
+// the reconcile that makes it:
 //   - while this cluster does not hold it, creates, updates, patches and
 //     deletes fail with a *FencedError (errors.Is(err, ErrFenced));
-//   - a write made under a gated reconcile's context runs under that
+//   - a write into the domain of a gated reconcile runs under that
 //     reconcile's hold: it fails once the hold changed, and is cancelled in
 //     flight when the cluster stops holding;
+//   - a write into another domain runs under that domain's hold as well,
+//     taken for the write: it fails if this cluster does not hold it, and
+//     is cancelled in flight when either hold ends;
 //   - creates, updates, server-side applies and patches computed from the
-//     object (merge, strategic merge, apply) assert the hold's token in
-//     WriteTokenAnnotation, which fencegate's webhook checks and removes.
+//     object (merge, strategic merge, apply) assert the token of the hold
+//     of the object's domain in WriteTokenAnnotation, which fencegate's
+//     webhook checks and removes.
 //
-// Reads, and writes of other kinds, pass through.
+// Reads, and writes of other kinds, pass through. Once the Gate runs, it
+// reports each gated kind that no fencegate webhook fences
+// (fencegate_gate_unfenced_kinds).
 func (g *Gate) Client(c client.Client, gated ...client.Object) (client.Client, error) {
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, obj := range gated {
@@ -36,6 +44,7 @@ func (g *Gate) Client(c client.Client, gated ...client.Object) (client.Client, e
 			return nil, err
 		}
 		kinds[gvk] = true
+		g.webhooks.add(gvk)
 	}
 	return &gatedClient{Client: c, g: g, kinds: kinds}, nil
 }
@@ -46,9 +55,11 @@ type gatedClient struct {
 	kinds map[schema.GroupVersionKind]bool
 }
 
-// guard runs write for obj under the fence: at once when obj is not of a
-// gated kind; else under the reconcile's hold (or, outside a reconcile,
-// the domain's hold now), with the token asserted when stamp is set.
+// guard runs write for obj under the fence of obj's own domain: at once
+// when obj is not of a gated kind; else under the reconcile's hold when
+// obj is in the reconcile's domain, and under its domain's hold now
+// otherwise (outside a reconcile, or a write into another domain), with
+// that hold's token asserted when stamp is set.
 func (c *gatedClient) guard(ctx context.Context, obj client.Object, stamp bool, write func(context.Context) error) error {
 	gvk, err := c.g.gvkOf(obj)
 	if err != nil || !c.kinds[gvk] {
@@ -60,16 +71,18 @@ func (c *gatedClient) guard(ctx context.Context, obj client.Object, stamp bool, 
 		// with no token to assert.
 		return write(ctx)
 	}
+	// The object's own domain: its label as this write carries it (an
+	// object gone from the cache is judged by what the caller sends),
+	// else its namespace's, else the default; never the reconcile's.
+	d, err := c.g.DomainOf(ctx, obj.GetNamespace(), obj.GetLabels()[domain.Label])
+	if err != nil {
+		return err
+	}
 	hc, inReconcile := holdFrom(ctx)
-	var done func()
-	if !inReconcile {
-		d, err := c.g.DomainOf(ctx, obj.GetNamespace(), obj.GetLabels()[domain.Label])
-		if err != nil {
-			return err
-		}
-		var h Hold
-		var held context.Context
-		h, held, done = c.g.begin(ctx, d)
+	if !inReconcile || hc.hold.Domain != d {
+		// Begun under ctx, a reconcile's hold included: the write ends
+		// when either hold does.
+		h, held, done := c.g.begin(ctx, d)
 		defer done()
 		if !h.Holding {
 			return &FencedError{Hold: h}

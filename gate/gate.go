@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/domain"
@@ -36,20 +39,41 @@ const (
 	// DefaultRequeue is how long a held-back reconcile waits before it is
 	// tried again, besides the re-enqueue on every transition.
 	DefaultRequeue = 30 * time.Second
+	// DefaultWebhookCheck is how often the Gate reads the cluster's
+	// webhook configurations again to tell which gated kinds no fencegate
+	// webhook fences.
+	DefaultWebhookCheck = 5 * time.Minute
 )
+
+// DomainEnv is the environment variable that gives Options.Domain when it
+// is empty: the one `fencegate run --domain` reads (the chart sets it from
+// its value domain), so that an operator's Deployment can take fencegate's
+// default domain from the same value.
+const DomainEnv = "FENCEGATE_DOMAIN"
 
 // Options configure a Gate. Zero values take the defaults.
 type Options struct {
 	// Domain is the fence domain of objects that name none (no
-	// fencegate.dev/domain label on them or on their namespace):
-	// fencegate's default domain; "default" when empty.
+	// fencegate.dev/domain label on them or on their namespace): it must
+	// be fencegate's default domain (`fencegate run --domain`), which its
+	// webhook judges them by. When empty, the value of DomainEnv; when
+	// that is unset too, the Gate takes the name of the cluster's only
+	// Fence (a fencegate that serves one domain has one Fence, named after
+	// it), and with no Fence or several it refuses to act for objects that
+	// name no domain (FenceUnknown) rather than guess.
 	Domain string
 	// Namespace is where fencegate runs: it holds the replicas' membership
 	// Leases, which this process must be allowed to list and watch.
 	// DefaultNamespace when empty.
 	Namespace string
-	// ClockSkew is taken off the end of every hold: how far this process's
-	// clock may be behind those of fencegate's replicas.
+	// ClockSkew is taken off the end of every hold. The Gate takes the
+	// earlier of two ends of a replica's published hold: its wall-clock
+	// end, which is late by how far this process's clock is behind the
+	// replica's, and the time it has left as the replica wrote it
+	// (hold-valid-until less the Lease's renewTime, both on the replica's
+	// clock) counted on this process's monotonic clock from when its cache
+	// took that Lease, which is late by how long the Lease took to get
+	// here. ClockSkew bounds either.
 	ClockSkew time.Duration
 	// Requeue is how long a reconcile held back by the fence waits before
 	// it is tried again, besides the re-enqueue on every transition.
@@ -58,6 +82,14 @@ type Options struct {
 	Clock clock.WithDelayedExecution
 	// Logger receives the transitions; nil means the manager's.
 	Logger *logr.Logger
+	// WebhookCheck is how often the Gate reads the cluster's webhook
+	// configurations again, besides at start, to tell which gated kinds
+	// no fencegate webhook fences (fencegate_gate_unfenced_kinds);
+	// DefaultWebhookCheck when zero, never again when negative.
+	WebhookCheck time.Duration
+	// Registerer registers the Gate's metrics; nil means controller-
+	// runtime's registry, which the manager serves.
+	Registerer prometheus.Registerer
 }
 
 // Hold is the fence of one domain as the Gate sees it at a moment.
@@ -88,19 +120,26 @@ func (h Hold) same(o Hold) bool {
 // and the replicas' Leases in the caches. It is a manager Runnable that New
 // adds; its methods are safe for concurrent use.
 type Gate struct {
-	opts     Options
-	client   client.Client
-	fences   cache.Cache
-	leases   cache.Cache
-	domains  domain.Resolver
-	scheme   *runtime.Scheme
-	log      logr.Logger
-	events   chan struct{}
-	synced   chan struct{}
+	opts       Options
+	client     client.Client
+	fences     cache.Cache
+	leases     cache.Cache
+	namespaces domain.Namespaces
+	scheme     *runtime.Scheme
+	log        logr.Logger
+	events     chan struct{}
+	synced     chan struct{}
+	// observed is when the Leases cache took each Lease version.
+	observed *observations
+	// webhooks tells the gated kinds that no fencegate webhook fences.
+	webhooks *webhookCheck
 	mu       sync.Mutex
-	last     map[string]Hold
-	inflight map[string]map[*holdContext]struct{}
-	watchers []func(domain string)
+	// defaultDomain is the domain of objects that name none; "" while it
+	// is not known (no Options.Domain, and not one Fence).
+	defaultDomain string
+	last          map[string]Hold
+	inflight      map[string]map[*holdContext]struct{}
+	watchers      []func(domain string)
 }
 
 // New makes a Gate for the manager's cluster and adds it to the manager.
@@ -108,7 +147,7 @@ type Gate struct {
 // membership Leases through a cache of its own, narrowed to opts.Namespace.
 func New(mgr manager.Manager, opts Options) (*Gate, error) {
 	if opts.Domain == "" {
-		opts.Domain = "default"
+		opts.Domain = os.Getenv(DomainEnv)
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
@@ -122,6 +161,12 @@ func New(mgr manager.Manager, opts Options) (*Gate, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.WebhookCheck == 0 {
+		opts.WebhookCheck = DefaultWebhookCheck
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = ctrlmetrics.Registry
+	}
 	if opts.ClockSkew < 0 || opts.Requeue < 0 {
 		return nil, fmt.Errorf("gate: ClockSkew %s and Requeue %s must not be negative", opts.ClockSkew, opts.Requeue)
 	}
@@ -129,11 +174,14 @@ func New(mgr manager.Manager, opts Options) (*Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gate: select the membership Leases: %w", err)
 	}
+	observed := newObservations(opts.Clock)
 	leases, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:            mgr.GetScheme(),
 		Mapper:            mgr.GetRESTMapper(),
 		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
-		ByObject:          map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*member)}},
+		// The transform runs before the cache stores a Lease: it dates
+		// when this process first saw each version.
+		ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*member), Transform: observed.transform}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gate: cache of the membership Leases in %s: %w", opts.Namespace, err)
@@ -142,18 +190,25 @@ func New(mgr manager.Manager, opts Options) (*Gate, error) {
 	if opts.Logger != nil {
 		log = *opts.Logger
 	}
+	webhooks, err := newWebhookCheck(mgr, opts.Registerer, log)
+	if err != nil {
+		return nil, err
+	}
 	g := &Gate{
-		opts:     opts,
-		client:   mgr.GetClient(),
-		fences:   mgr.GetCache(),
-		leases:   leases,
-		domains:  domain.Resolver{Default: opts.Domain, Namespaces: domain.NewNamespaceLabels(mgr.GetCache(), mgr.GetCache(), mgr.GetAPIReader())},
-		scheme:   mgr.GetScheme(),
-		log:      log,
-		events:   notify.New(),
-		synced:   make(chan struct{}),
-		last:     map[string]Hold{},
-		inflight: map[string]map[*holdContext]struct{}{},
+		opts:          opts,
+		client:        mgr.GetClient(),
+		fences:        mgr.GetCache(),
+		leases:        leases,
+		namespaces:    domain.NewNamespaceLabels(mgr.GetCache(), mgr.GetCache(), mgr.GetAPIReader()),
+		scheme:        mgr.GetScheme(),
+		log:           log,
+		events:        notify.New(),
+		synced:        make(chan struct{}),
+		observed:      observed,
+		webhooks:      webhooks,
+		defaultDomain: opts.Domain,
+		last:          map[string]Hold{},
+		inflight:      map[string]map[*holdContext]struct{}{},
 	}
 	for _, r := range []manager.Runnable{leases, g} {
 		if err := mgr.Add(r); err != nil {
@@ -175,8 +230,12 @@ func (g *Gate) Start(ctx context.Context) error {
 			return fmt.Errorf("gate: watch %T: %w", w.obj, err)
 		}
 		signal := func(any) { notify.Signal(g.events) }
+		deleted := signal
+		if _, isLease := w.obj.(*coordinationv1.Lease); isLease {
+			deleted = func(o any) { g.observed.forget(o); signal(o) }
+		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: signal, UpdateFunc: func(_, o any) { signal(o) }, DeleteFunc: signal,
+			AddFunc: signal, UpdateFunc: func(_, o any) { signal(o) }, DeleteFunc: deleted,
 		}); err != nil {
 			return fmt.Errorf("gate: watch %T: %w", w.obj, err)
 		}
@@ -186,6 +245,7 @@ func (g *Gate) Start(ctx context.Context) error {
 	}
 	g.recheck(ctx)
 	close(g.synced)
+	go g.webhooks.run(ctx, g.opts.Clock, g.opts.WebhookCheck)
 	var expiry clock.Timer
 	for {
 		var expired <-chan time.Time
@@ -238,6 +298,12 @@ func (g *Gate) expired(h Hold) Hold {
 // read is the fence of domain d in the caches now.
 func (g *Gate) read(ctx context.Context, d string) Hold {
 	h := Hold{Domain: d}
+	if d == "" {
+		h.Reason = fencegatev1alpha1.ReasonFenceUnknown
+		h.Message = fmt.Sprintf("the object names no fence domain (no %s label on it or its namespace) and fencegate's default domain is not known here: "+
+			"set gate.Options.Domain (or %s) to fencegate's --domain; without them the Gate takes the only Fence's name, and this cluster has none or several", domain.Label, DomainEnv)
+		return h
+	}
 	var f fencegatev1alpha1.Fence
 	switch err := g.fences.Get(ctx, client.ObjectKey{Name: d}, &f); {
 	case apierrors.IsNotFound(err):
@@ -272,7 +338,7 @@ func (g *Gate) read(ctx context.Context, d string) Hold {
 }
 
 // liveUntil is the latest end of a hold of token that a replica's Lease of
-// domain d publishes, less the clock skew; zero for none.
+// domain d publishes, as holdEnd judges it; zero for none.
 func (g *Gate) liveUntil(ctx context.Context, d string, token int64) time.Time {
 	var leases coordinationv1.LeaseList
 	if err := g.leases.List(ctx, &leases, client.InNamespace(g.opts.Namespace), client.MatchingLabels{membership.LabelDomain: d}); err != nil {
@@ -280,14 +346,38 @@ func (g *Gate) liveUntil(ctx context.Context, d string, token int64) time.Time {
 	}
 	var until time.Time
 	for i := range leases.Items {
-		if h, ok := membership.HoldOf(&leases.Items[i]); ok && h.Token == token && h.ValidUntil.After(until) {
-			until = h.ValidUntil
+		l := &leases.Items[i]
+		h, ok := membership.HoldOf(l)
+		if !ok || h.Token != token || l.Spec.RenewTime == nil {
+			continue
+		}
+		if end := holdEnd(h.ValidUntil, l.Spec.RenewTime.Time, g.observed.at(l), g.opts.ClockSkew); end.After(until) {
+			until = end
 		}
 	}
-	if until.IsZero() {
-		return until
+	return until
+}
+
+// holdEnd is when the Gate stops believing a hold that a replica published
+// to last until validUntil, in a Lease write it dated renewed (both on the
+// replica's wall clock), which this process first saw at observed (on its
+// own clock, monotonic where the clock gives it): the earlier of
+//   - validUntil less skew: this process's clock against the replica's,
+//     late if this process's clock is behind by more than skew;
+//   - observed plus the time the hold had left when the replica wrote it
+//     (validUntil less renewed, which no difference of clocks changes),
+//     less skew: late if the Lease took longer than skew to get here
+//     (a watch that lagged, a cache that listed an old Lease).
+//
+// It is late only when both are, so neither a clock that is off nor a
+// slow watch alone lets the Gate act past the replica's validity.
+func holdEnd(validUntil, renewed, observed time.Time, skew time.Duration) time.Time {
+	wall := validUntil.Add(-skew)
+	counted := observed.Add(validUntil.Sub(renewed) - skew)
+	if counted.Before(wall) {
+		return counted
 	}
-	return until.Add(-g.opts.ClockSkew)
+	return wall
 }
 
 // HoldOf is the fence of obj's domain now, found as fencegate's webhook
@@ -303,8 +393,13 @@ func (g *Gate) HoldOf(ctx context.Context, obj client.Object) (Hold, error) {
 
 // DomainOf is the domain of an object in namespace with the given
 // fencegate.dev/domain label ("" for none).
+// It is "" when neither names one and fencegate's default domain is not
+// known (Options.Domain): the Gate then holds nothing for the object.
 func (g *Gate) DomainOf(ctx context.Context, namespace, label string) (string, error) {
-	d, err := g.domains.Of(ctx, namespace, label)
+	g.mu.Lock()
+	def := g.defaultDomain
+	g.mu.Unlock()
+	d, err := domain.Resolver{Default: def, Namespaces: g.namespaces}.Of(ctx, namespace, label)
 	if err != nil {
 		return "", fmt.Errorf("gate: %w", err)
 	}
@@ -323,6 +418,7 @@ func (g *Gate) recheck(ctx context.Context) {
 	for _, f := range fences.Items {
 		domains = append(domains, f.Name)
 	}
+	g.inferDefault(domains)
 	for d := range g.last {
 		domains = append(domains, d)
 	}
@@ -331,6 +427,24 @@ func (g *Gate) recheck(ctx context.Context) {
 	for _, d := range slices.Compact(domains) {
 		g.update(g.read(ctx, d))
 	}
+}
+
+// inferDefault takes the default domain from the Fences, named fences,
+// when Options.Domain does not give it: the only Fence's name, else none.
+// g.mu is held.
+func (g *Gate) inferDefault(fences []string) {
+	if g.opts.Domain != "" {
+		return
+	}
+	def := ""
+	if len(fences) == 1 {
+		def = fences[0]
+	}
+	if def != g.defaultDomain {
+		g.log.Info("default fence domain inferred from the Fences", "domain", def, "fences", fences,
+			"hint", "set gate.Options.Domain or "+DomainEnv+" to fencegate's --domain so that nothing is inferred")
+	}
+	g.defaultDomain = def
 }
 
 // update records domain h.Domain's hold; a change cancels what was decided

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -36,8 +38,23 @@ const FieldManager = "fencegate-gate"
 //     handed to r with LocalOnly(ctx) true;
 //   - while it holds the fence, r runs under a context that ends when the
 //     hold changes or ends, which the writes of Client carry.
+//
+// An object gone from the cache is judged by its own domain label as the
+// cache last had it, when the Gate saw it deleted, else by its
+// namespace's.
 func (g *Gate) Reconciler(obj client.Object, r reconcile.Reconciler) reconcile.Reconciler {
-	return &gated{g: g, proto: obj, objects: cachepeek.New(g.fences, g.client, obj), inner: r, conditions: hasConditions(obj) && !markedByFencegate(obj)}
+	rec := &gated{g: g, proto: obj, objects: cachepeek.New(g.fences, g.client, obj), inner: r, conditions: hasConditions(obj) && !markedByFencegate(obj),
+		gone: newTombstones(g.opts.Clock)}
+	// Not blocking: before the manager starts, this only registers the
+	// informer, which the controller of obj watches anyway.
+	inf, err := g.fences.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+	if err == nil {
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: rec.gone.deleted})
+	}
+	if err != nil {
+		g.log.Error(err, "watch deletions: an object gone from the cache will be judged by its namespace's fence domain", "type", fmt.Sprintf("%T", obj))
+	}
+	return rec
 }
 
 // markedByFencegate says whether fencegate's own controller sets obj's
@@ -58,6 +75,8 @@ type gated struct {
 	objects    *cachepeek.Peeker
 	inner      reconcile.Reconciler
 	conditions bool
+	// gone keeps the domain labels of deleted objects.
+	gone *tombstones
 }
 
 func (r *gated) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -72,6 +91,10 @@ func (r *gated) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	gone, label := !found, ""
 	if found {
 		label = obj.GetLabels()[domain.Label]
+	} else {
+		// Its own label, as the cache last had it: a deleted object's
+		// domain is not its namespace's when it names another.
+		label = r.gone.label(req.NamespacedName)
 	}
 	d, err := g.DomainOf(ctx, req.Namespace, label)
 	if err != nil {
