@@ -192,6 +192,7 @@ bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's
 	go test -p 1 -run '^$$' -bench HoldTransition -benchtime 3x ./hold/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -timeout 30m -run '^$$' -bench HoldMixedKinds -benchtime 3x ./test/actuators/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 20x ./test/e2e/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkHandover$$' -benchtime 3x ./test/e2e/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -run '^$$' -bench '^BenchmarkServedDomains$$' -benchtime 1x ./test/e2e/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkRunMemory$$' -benchtime 1x ./test/e2e/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -run '^$$' -bench '^BenchmarkWriteLatency$$' -benchtime 1x ./test/e2e/ | tee -a $(BENCH_OUT).txt

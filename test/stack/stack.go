@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fencev1 "github.com/fencegate/fencegate/api/fence/v1"
+	"github.com/fencegate/fencegate/internal/tcpproxy"
 	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/proc"
 )
@@ -133,6 +134,11 @@ type Options struct {
 	// console, which writes every line (the chart's default, json, samples
 	// repeated ones).
 	LogFormat string
+	// AuthorityProxies puts a TCP proxy of its own between each `fencegate
+	// run` process and the authority (Replica.AuthorityProxy), so that a
+	// test can cut one cluster off from the authority while its API
+	// server, and everyone else, still reach theirs.
+	AuthorityProxies bool
 	// Say reports progress; nil is quiet.
 	Say func(format string, args ...any)
 }
@@ -209,6 +215,10 @@ type Replica struct {
 	// Health, Metrics and Webhook are the addresses it serves; Pprof is
 	// where its Go profiles are, with Options.Profiling.
 	Health, Metrics, Webhook, Pprof string
+	// AuthorityProxy, with Options.AuthorityProxies, is the proxy through
+	// which the process reaches the authority: Cut partitions it from the
+	// authority, Restore heals the partition.
+	AuthorityProxy *tcpproxy.Proxy
 }
 
 // BinaryEnv names the environment variable that points at a fencegate
@@ -485,11 +495,18 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 			return err
 		}
 	}
+	authority := s.AuthorityAddr
+	if s.opts.AuthorityProxies {
+		if r.AuthorityProxy, err = tcpproxy.Start(s.AuthorityAddr); err != nil {
+			return fmt.Errorf("proxy to the authority for %s: %w", c.Label, err)
+		}
+		authority = r.AuthorityProxy.Addr()
+	}
 	s.opts.Say("starting fencegate run for %q at epoch %d (webhook on %s)", c.Label, c.Epoch, r.Webhook)
 	args := []string{"run",
 		"--cluster-name", c.Name,
 		"--epoch", strconv.FormatUint(c.Epoch, 10),
-		"--authority", s.AuthorityAddr,
+		"--authority", authority,
 		"--kubeconfig", c.Kubeconfig,
 		"--namespace", Namespace,
 		"--leader-elect",
@@ -531,6 +548,9 @@ func (s *Stack) StartReplica(ctx context.Context, c *Cluster) error {
 	}
 	c.started++
 	if r.Run, err = proc.Start(s.Binary, s.Dir, name, args...); err != nil {
+		if r.AuthorityProxy != nil {
+			r.AuthorityProxy.Close()
+		}
 		return err
 	}
 	c.Replicas = append(c.Replicas, r)
@@ -549,6 +569,9 @@ func (s *Stack) RolloutEpoch(ctx context.Context, c *Cluster, epoch uint64) erro
 		if err := r.Run.Stop(30 * time.Second); err != nil {
 			return err
 		}
+		if r.AuthorityProxy != nil {
+			r.AuthorityProxy.Close()
+		}
 		if err := s.StartReplica(ctx, c); err != nil {
 			return err
 		}
@@ -562,6 +585,9 @@ func (s *Stack) Stop() error {
 	for _, c := range s.Clusters {
 		for _, r := range c.Replicas {
 			errs = append(errs, r.Run.Stop(30*time.Second))
+			if r.AuthorityProxy != nil {
+				r.AuthorityProxy.Close()
+			}
 		}
 		errs = append(errs, c.ControlPlane.Stop())
 	}
