@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,6 +140,16 @@ func equivalenceRequests(t testing.TB) []equivalenceCase {
 						r.Object = obj
 					case "UPDATE":
 						r.Object, r.OldObject = obj, enginetest.Component("billing", ns, nil)
+						if strings.HasPrefix(annName, "write") {
+							// The write token stored already and sent
+							// back: no assertion.
+							stored := r
+							stored.OldObject = obj
+							cases = append(cases, equivalenceCase{
+								name: fmt.Sprintf("%s%s/%s/%s stored/%s", op, sub, userName, annName, ns),
+								body: enginetest.Review(t, stored),
+							})
+						}
 					case "DELETE":
 						r.OldObject = obj
 					}
@@ -166,6 +177,8 @@ func equivalenceRequests(t testing.TB) []equivalenceCase {
 	// and the hold controller's patches, which name their field manager.
 	cronJob := []byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"report","namespace":"default"},"spec":{"suspend":false}}`)
 	held := []byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"report","namespace":"default"},"spec":{"suspend":true}}`)
+	cronJobStored := []byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"report","namespace":"default","annotations":{"fencegate.dev/write-token":"5"}},"spec":{"suspend":false}}`)
+	heldStored := []byte(`{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"report","namespace":"default","annotations":{"fencegate.dev/write-token":"5"}},"spec":{"suspend":true}}`)
 	for _, c := range []struct {
 		name string
 		r    engine.ReviewRequest
@@ -175,6 +188,11 @@ func equivalenceRequests(t testing.TB) []equivalenceCase {
 		{"CronJob held", engine.ReviewRequest{Operation: "UPDATE", Object: held, OldObject: cronJob, Username: "system:serviceaccount:fencegate:fencegate", FieldManager: "fencegate-hold"}},
 		{"CronJob held by an impostor", engine.ReviewRequest{Operation: "UPDATE", Object: held, OldObject: cronJob, Username: "alice", FieldManager: "fencegate-hold"}},
 		{"CronJob deleted", engine.ReviewRequest{Operation: "DELETE", OldObject: cronJob, Username: "alice"}},
+		// A write token stored by a write no webhook saw, sent back by the
+		// hold controller's patch, by a person, and changed by a writer.
+		{"CronJob with a stored write token held", engine.ReviewRequest{Operation: "UPDATE", Object: heldStored, OldObject: cronJobStored, Username: "system:serviceaccount:fencegate:fencegate", FieldManager: "fencegate-hold"}},
+		{"CronJob with a stored write token edited", engine.ReviewRequest{Operation: "UPDATE", Object: cronJobStored, OldObject: heldStored, Username: "alice"}},
+		{"CronJob write token changed", engine.ReviewRequest{Operation: "UPDATE", Object: cronJobStored, OldObject: cronJob, Username: "alice"}},
 	} {
 		cases = append(cases, equivalenceCase{c.name, enginetest.Review(t, c.r)})
 	}
@@ -491,6 +509,92 @@ func TestRenewalsDecideAsTheReference(t *testing.T) {
 				if f, _ := p.engine.Fence("default"); f != state {
 					t.Fatalf("renewal %d: the engine's fence state %+v, want %+v", renewal, f, state)
 				}
+			}
+		})
+	}
+}
+
+// TestStoredWriteTokensAssertNothing checks that only a write token the
+// request changes is checked: one stored earlier (by a write no webhook
+// saw) and sent back unchanged is no assertion, so that after a failover
+// (the fence's token now above it) the object can still be changed, and
+// fencegate's hold patches are never refused for a token.
+func TestStoredWriteTokensAssertNothing(t *testing.T) {
+	const hold = "system:serviceaccount:fencegate:fencegate"
+	config := `{"controller_users": ["` + hold + `"], "fenced_kinds": [{"group": "batch", "kind": "CronJob"}]}`
+	e := newEngine(t, engine.Options{ConfigFile: writeTemp(t, "config.json", config)})
+	token := func(v string) map[string]string { return map[string]string{"fencegate.dev/write-token": v} }
+	cronJob := func(suspend bool, annotations map[string]string) []byte {
+		meta := map[string]any{"name": "report", "namespace": "default"}
+		if annotations != nil {
+			meta["annotations"] = annotations
+		}
+		raw, err := json.Marshal(map[string]any{"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": map[string]any{"suspend": suspend}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	removeToken := engine.PatchOperation{Op: "remove", Path: "/metadata/annotations/fencegate.dev~1write-token"}
+	stale := fmt.Sprint(enginetest.Token - 1)
+	tests := map[string]struct {
+		fence       fencestate.State
+		request     engine.ReviewRequest
+		wantAllowed bool
+		wantReason  string
+		// wantRemoved: the patch removes the write token.
+		wantRemoved bool
+	}{
+		"a person's update sends back a stored stale token": {
+			fence: eastActive,
+			request: engine.ReviewRequest{Operation: "UPDATE", Username: "alice",
+				Object: enginetest.Component("billing", "default", token(stale)), OldObject: enginetest.Component("billing", "default", token(stale))},
+			wantAllowed: true, wantRemoved: true,
+		},
+		"the hold controller holds a CronJob with a stored stale token on a fenced cluster": {
+			fence: westFenced,
+			request: engine.ReviewRequest{Operation: "UPDATE", Username: hold, FieldManager: "fencegate-hold",
+				Object: cronJob(true, token("5")), OldObject: cronJob(false, token("5"))},
+			wantAllowed: true,
+		},
+		"the hold controller releases it on the holder": {
+			fence: eastActive,
+			request: engine.ReviewRequest{Operation: "UPDATE", Username: hold, FieldManager: "fencegate-hold",
+				Object: cronJob(false, token("5")), OldObject: cronJob(true, token("5"))},
+			wantAllowed: true,
+		},
+		"a gated write asserts a stale token": {
+			fence: eastActive,
+			request: engine.ReviewRequest{Operation: "UPDATE", Username: "alice",
+				Object: enginetest.Component("billing", "default", token(stale)), OldObject: enginetest.Component("billing", "default", nil)},
+			wantReason: "STALE_FENCING_TOKEN",
+		},
+		"a gated write replaces a stored token with a stale one": {
+			fence: eastActive,
+			request: engine.ReviewRequest{Operation: "UPDATE", Username: "alice",
+				Object: enginetest.Component("billing", "default", token(stale)), OldObject: enginetest.Component("billing", "default", token("5"))},
+			wantReason: "STALE_FENCING_TOKEN",
+		},
+		"a gated create asserts the current token": {
+			fence: eastActive,
+			request: engine.ReviewRequest{Operation: "CREATE", Username: "alice",
+				Object: enginetest.Component("billing", "default", token(fmt.Sprint(enginetest.Token)))},
+			wantAllowed: true, wantRemoved: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			writeFence(t, e, tc.fence)
+			res, err := e.Admit(context.Background(), enginetest.Review(t, tc.request))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := res.Decision
+			if d.Allowed != tc.wantAllowed || d.Reason != tc.wantReason {
+				t.Fatalf("allowed %v reason %q (%v); want %v %q", d.Allowed, d.Reason, d.Reasons, tc.wantAllowed, tc.wantReason)
+			}
+			if removed := slices.Contains(d.Patch, removeToken); removed != tc.wantRemoved {
+				t.Errorf("patch %+v removes the write token: %v, want %v", d.Patch, removed, tc.wantRemoved)
 			}
 		})
 	}

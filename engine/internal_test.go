@@ -297,7 +297,8 @@ func TestSnapshotOptimizations(t *testing.T) {
 			wantCache: true,
 			wantPaths: "input.request.kind.group input.request.kind.kind input.request.object.metadata.annotations.fencegate.dev/fenced " +
 				"input.request.object.metadata.annotations.fencegate.dev/fenced-by input.request.object.metadata.annotations.fencegate.dev/write-token " +
-				"input.request.object.metadata.finalizers input.request.oldObject.metadata.deletionTimestamp input.request.oldObject.metadata.finalizers " +
+				"input.request.object.metadata.finalizers input.request.oldObject.metadata.annotations.fencegate.dev/write-token " +
+				"input.request.oldObject.metadata.deletionTimestamp input.request.oldObject.metadata.finalizers " +
 				"input.request.operation input.request.subResource",
 		},
 		"non-deterministic": {

@@ -156,12 +156,44 @@ violates if stale_write
 # assertion (a person's, a kubectl edit that sends back the stored
 # fencegate.dev/token) is never refused for its token. The mutation removes
 # the assertion, so it is never stored.
+#
+# Only what the request changes asserts: the annotation in a CREATE, and in
+# an UPDATE a value that the old object does not have (absent there, or
+# different). An annotation stored earlier (by a write no webhook saw: a
+# kind not fenced then, an excluded namespace, a restored backup) and sent
+# back unchanged is no assertion of this request: were it one, every later
+# update would be refused once the fence's token passed it, and the object
+# could never change again. fencegate's hold patches assert nothing, so that
+# an actuator's object can always be held and released.
 
 write_token_annotation := "fencegate.dev/write-token"
 
-# (The key is spelled out, not write_token_annotation, so that the engine's
-# decision cache keys on this annotation alone, not on all of them.)
-asserted_write_token := object.get(input.request.object, ["metadata", "annotations", "fencegate.dev/write-token"], null) if creates_or_updates
+# The annotation's value in the object and in the old object (null where
+# there is none). (The key is spelled out, not write_token_annotation, so
+# that the engine's decision cache keys on this annotation alone, not on
+# all of them.)
+object_write_token := object.get(input.request.object, ["metadata", "annotations", "fencegate.dev/write-token"], null)
+
+default old_write_token := null
+
+old_write_token := object.get(input.request.oldObject, ["metadata", "annotations", "fencegate.dev/write-token"], null) if {
+	is_object(input.request.oldObject)
+}
+
+# changes_write_token: the request sets the annotation's value.
+changes_write_token if input.request.operation == "CREATE"
+
+changes_write_token if {
+	input.request.operation == "UPDATE"
+	object_write_token != old_write_token
+}
+
+# The token the request asserts; null or undefined when it asserts none.
+asserted_write_token := object_write_token if {
+	creates_or_updates
+	changes_write_token
+	not hold_patch
+}
 
 # A stale assertion: a token below the fence's current one.
 stale_write if {
@@ -351,10 +383,23 @@ patch contains {"op": "remove", "path": annotation_path(key)} if {
 	object.get(input.request.object.metadata.annotations, key, null) != null
 }
 
-# The write token is an assertion of the request, never stored.
+# The write token is an assertion of the request, never stored: an
+# asserted one is removed, and so is one stored before, by the first change
+# of the object that is admitted here (but a hold patch, which changes the
+# held fields alone, and a status update, whose metadata the API server
+# does not take).
 patch contains {"op": "remove", "path": annotation_path(write_token_annotation)} if {
 	allowed
-	asserted_write_token != null
+	carries_write_token
+}
+
+carries_write_token if asserted_write_token != null
+
+carries_write_token if {
+	creates_or_updates
+	not hold_patch
+	not status_update
+	object_write_token != null
 }
 
 # JSONPatch paths are JSON pointers: "~" and "/" in a key are escaped.

@@ -401,6 +401,67 @@ test_deletes_ignore_write_tokens if {
 	d.allowed
 }
 
+# Only what the request changes asserts a token: a stored annotation sent
+# back unchanged (stored by a write no webhook saw) is no assertion.
+
+test_a_stored_write_token_sent_back_unchanged_asserts_nothing if {
+	every state in [active, fence("fenced")] {
+		every settings in [config, object.union(config, {"enforcement": "warn"})] {
+			d := decide(request("UPDATE", {"object": asserting("1041"), "oldObject": asserting("1041")}), state, settings)
+			d.reason == ""
+			every r in array.concat(d.reasons, d.violations) {
+				not contains(r, "STALE_FENCING_TOKEN")
+			}
+			every w in d.warnings {
+				not contains(w, "STALE_FENCING_TOKEN")
+			}
+		}
+	}
+}
+
+test_a_stored_write_token_is_removed_by_the_first_admitted_change if {
+	d := decide(request("UPDATE", {"object": asserting("1041"), "oldObject": asserting("1041")}), active, config)
+	d.allowed
+	d.patch == [remove_assertion]
+}
+
+test_a_stored_malformed_write_token_sent_back_unchanged_is_not_refused if {
+	d := decide(request("UPDATE", {"object": asserting("abc"), "oldObject": asserting("abc")}), active, config)
+	d.allowed
+	d.patch == [remove_assertion]
+}
+
+test_a_changed_write_token_asserts_it if {
+	# A gated writer asserting a token other than the stored one.
+	d := decide(request("UPDATE", {"object": asserting("1041"), "oldObject": asserting("1042")}), active, config)
+	not d.allowed
+	d.reason == "STALE_FENCING_TOKEN"
+}
+
+test_an_update_without_an_old_object_asserts_what_it_carries if {
+	d := decide(request("UPDATE", {"object": asserting("1041"), "oldObject": null}), active, config)
+	not d.allowed
+	d.reason == "STALE_FENCING_TOKEN"
+}
+
+test_removing_a_stored_write_token_asserts_nothing if {
+	d := decide(request("UPDATE", {"oldObject": asserting("1041")}), active, config)
+	d.allowed
+	d.reason == ""
+}
+
+test_a_status_update_leaves_a_stored_write_token_alone if {
+	d := decide(
+		request("UPDATE", {
+			"subResource": "status", "object": asserting("1041"), "oldObject": asserting("1041"),
+			"userInfo": {"username": "system:serviceaccount:fencegate:fencegate"},
+		}),
+		fence("fenced"), config,
+	)
+	d.allowed
+	d.patch == []
+}
+
 # ---------------------------------------------------------------------------
 # Other fenced kinds (settings.fenced_kinds): an actuator's objects.
 
@@ -461,6 +522,31 @@ test_the_hold_controllers_patches_are_admitted_and_never_marked if {
 		d.patch == []
 		d.warnings == []
 	}
+}
+
+# After a failover, an actuator's object that carries a stored write token
+# from before (below the fence's token now) can still be held and released.
+test_the_hold_controllers_patches_are_never_refused_for_a_token if {
+	stored := object.union(cronjob, {"metadata": {"name": "report", "namespace": "default", "annotations": {"fencegate.dev/write-token": "5"}}})
+	held := object.union(stored, {"spec": {"schedule": "* * * * *", "suspend": true}})
+	hold_user := {"userInfo": {"username": "system:serviceaccount:fencegate:fencegate"}}
+	every status in array.concat(not_holding, ["active"]) {
+		state := object.union(fence(status), {"status": status})
+		every old in [stored, cronjob] {
+			# The stored token sent back, and one the patch would set.
+			d := decide(cronjob_request("UPDATE", object.union(hold_options, object.union(hold_user, {"object": held, "oldObject": old}))), state, fenced_cronjobs)
+			d.allowed
+			d.reason == ""
+			d.patch == []
+		}
+	}
+}
+
+test_a_write_token_set_under_the_hold_field_manager_by_anyone_else_is_checked if {
+	stale := object.union(cronjob, {"metadata": {"name": "report", "namespace": "default", "annotations": {"fencegate.dev/write-token": "5"}}})
+	d := decide(cronjob_request("UPDATE", object.union(hold_options, {"object": stale})), active, fenced_cronjobs)
+	not d.allowed
+	d.reason == "STALE_FENCING_TOKEN"
 }
 
 test_fencegate_hold_as_field_manager_opens_nothing_to_anyone_else if {
