@@ -9,9 +9,13 @@
 // heartbeats: were every fencegate pod to die, it would go on saying
 // Holding while the authority hands the fence to another cluster once the
 // lease ends. So the Gate believes a hold only until the latest end of
-// validity that a replica's Lease publishes for the Fence's token, less
-// Options.ClockSkew; past it, the state is unknown. fencegate withdraws
-// the hold from its Lease before it releases the fence.
+// validity that a replica's Lease publishes for the Fence's token, past
+// which the state is unknown: the earlier of that end less
+// Options.ClockSkew on the wall clock, and the time the hold had left when
+// the replica wrote it counted on the Gate's own clock from when it saw
+// the Lease, so that neither a clock that is off nor a slow watch alone
+// stretches it. fencegate withdraws the hold from its Lease before it
+// releases the fence.
 //
 // What the Gate offers:
 //   - Reconciler wraps a reconciler: while the cluster does not hold the
@@ -21,15 +25,17 @@
 //     reconciler flagged LocalOnly, to tear down local state only.
 //   - Source re-enqueues every object of a kind on each transition of its
 //     domain.
-//   - Client gates writes: on a gated kind, creates, updates, patches,
-//     server-side applies and deletes fail with ErrFenced while the cluster does not hold the
-//     fence; those in flight when it stops holding are cancelled; and each
-//     asserts the fencing token its reconcile began under, in the
+//   - Client gates writes by the domain of the object written, not of the
+//     reconcile: on a gated kind, creates, updates, patches, server-side
+//     applies and deletes fail with ErrFenced while the cluster does not
+//     hold that domain's fence; those in flight when it stops holding are
+//     cancelled; and each asserts that hold's fencing token in the
 //     request-only annotation fencegate.dev/write-token, which fencegate's
 //     webhook checks: a write decided under an older token than the
-//     fence's is refused (IsStaleToken), wherever it lands. DeleteAllOf
-//     of a gated kind is refused in every state: its objects may span
-//     domains.
+//     fence's is refused (IsStaleToken) where the webhook sees it. The
+//     Gate reports the gated kinds that no fencegate webhook fences
+//     (fencegate_gate_unfenced_kinds). DeleteAllOf of a gated kind is
+//     refused in every state: its objects may span domains.
 //   - RESTConfig binds the client of an SDK that makes its own (Helm's) to
 //     one reconcile: its writes stop with that reconcile's hold.
 package gate

@@ -47,7 +47,10 @@ type lab struct {
 	mgr   ctrl.Manager
 }
 
-func newLab(t testing.TB, register func(*lab)) *lab {
+// newLab starts a lab; options, if given, change the Gate's Options (the
+// lab's are domain default, namespace fencegate, its fake clock and a
+// minute's requeue).
+func newLab(t testing.TB, register func(*lab), options ...func(*gate.Options)) *lab {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -74,7 +77,11 @@ func newLab(t testing.TB, register func(*lab)) *lab {
 		t.Fatal(err)
 	}
 	l.mgr = mgr
-	if l.gate, err = gate.New(mgr, gate.Options{Namespace: namespace, Clock: l.clock, Requeue: time.Minute}); err != nil {
+	opts := gate.Options{Domain: "default", Namespace: namespace, Clock: l.clock, Requeue: time.Minute}
+	for _, o := range options {
+		o(&opts)
+	}
+	if l.gate, err = gate.New(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	if register != nil {
@@ -117,8 +124,17 @@ func (l *lab) fenceHolding(d, state string, token int64, holding metav1.Conditio
 }
 
 // lease writes replica instance's Lease of domain d with a hold of token
-// until validUntil (token 0: no hold).
+// until validUntil (token 0: no hold), renewed now: a replica whose clock
+// agrees with the Gate's.
 func (l *lab) lease(d, instance string, token int64, validUntil time.Time) {
+	l.t.Helper()
+	l.leaseRenewed(d, instance, token, l.clock.Now(), validUntil)
+}
+
+// leaseRenewed writes replica instance's Lease of domain d as a replica
+// whose clock read renewed when it wrote it: a hold of token until
+// validUntil on that clock (token 0: no hold).
+func (l *lab) leaseRenewed(d, instance string, token int64, renewed, validUntil time.Time) {
 	l.t.Helper()
 	key := client.ObjectKey{Namespace: namespace, Name: "fencegate-" + d + "-" + instance}
 	lease := &coordinationv1.Lease{}
@@ -131,6 +147,7 @@ func (l *lab) lease(d, instance string, token int64, validUntil time.Time) {
 		l.t.Fatal(err)
 	}
 	lease.Annotations = nil
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: renewed}
 	if token != 0 {
 		lease.Annotations = map[string]string{
 			membership.AnnotationHoldToken: strconv.FormatInt(token, 10), membership.AnnotationHoldValidUntil: validUntil.UTC().Format(time.RFC3339Nano),

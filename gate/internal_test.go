@@ -1,9 +1,15 @@
 package gate
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -206,5 +212,30 @@ func TestWebhookCovers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// forbidden is a reader that RBAC refuses.
+type forbidden struct{ client.Reader }
+
+func (forbidden) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}, "", errors.New("RBAC"))
+}
+
+// TestWebhookCheckSurvivesRBAC: a check that may not read the webhook
+// configurations logs it once, reports no kind, and goes on.
+func TestWebhookCheckSurvivesRBAC(t *testing.T) {
+	var logged []string
+	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	w := &webhookCheck{reader: forbidden{}, gauge: newUnfencedKinds(), log: log, again: make(chan struct{}, 1),
+		kinds: map[schema.GroupVersionKind]bool{{Group: "batch", Version: "v1", Kind: "CronJob"}: true}, unfenced: map[schema.GroupVersionKind]bool{}}
+	for range 3 {
+		w.check(context.Background())
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "cannot read the webhook configurations") {
+		t.Errorf("logged %q, want the failure once", logged)
+	}
+	if len(w.unfenced) != 0 {
+		t.Errorf("findings %v without reading the configurations, want none", w.unfenced)
 	}
 }

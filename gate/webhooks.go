@@ -27,13 +27,15 @@ import (
 // looks for the rules of these alone.
 const WebhookSuffix = ".fencegate.dev"
 
-// unfencedKinds is fencegate_gate_unfenced_kinds, shared by every Gate of
-// a process that registers on one registry.
-var unfencedKinds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "fencegate_gate_unfenced_kinds",
-	Help: "1 for each kind the gate's client gates that no fencegate webhook fences (a validating and a mutating webhook named *" + WebhookSuffix +
-		" whose rules cover its creates and updates): its writes' fencegate.dev/write-token is then stored unchecked, and nothing refuses a stale write of it; 0 once one does.",
-}, []string{"kind"})
+// newUnfencedKinds is fencegate_gate_unfenced_kinds. The Gates of one
+// process that register on one registry share the first one's.
+func newUnfencedKinds() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fencegate_gate_unfenced_kinds",
+		Help: "1 for each kind the gate's client gates that no fencegate webhook fences (a validating and a mutating webhook named *" + WebhookSuffix +
+			" whose rules cover its creates and updates): its writes' fencegate.dev/write-token is then stored unchecked, and nothing refuses a stale write of it; 0 once one does.",
+	}, []string{"kind"})
+}
 
 // webhookCheck tells, at start and every Options.WebhookCheck, which gated
 // kinds no fencegate webhook fences: an error logged once per kind each
@@ -67,7 +69,7 @@ func newWebhookCheck(mgr manager.Manager, reg prometheus.Registerer, log logr.Lo
 	if err != nil {
 		return nil, fmt.Errorf("gate: a client of the webhook configurations: %w", err)
 	}
-	gauge := unfencedKinds
+	gauge := newUnfencedKinds()
 	if err := reg.Register(gauge); err != nil {
 		var already prometheus.AlreadyRegisteredError
 		if !errors.As(err, &already) {
