@@ -174,7 +174,7 @@ func (h *harness) waitAllDecided(b *testing.B, ctx context.Context, s fencestate
 }
 
 // counter sums the hold controller's counter name over its labels.
-func (h *harness) counter(b *testing.B, name string) float64 {
+func (h *harness) counter(b testing.TB, name string) float64 {
 	b.Helper()
 	families, err := h.metrics.Gather()
 	if err != nil {

@@ -12,15 +12,21 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fencegate/fencegate/domain"
@@ -253,6 +259,12 @@ func (h *Holder) watch(gr schema.GroupResource, gvk schema.GroupVersionKind) err
 		For(obj).
 		Named("hold-" + strings.ToLower(strings.ReplaceAll(name, ".", "-"))).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: h.opts.MaxConcurrentReconciles})
+	if r.namespaced() {
+		// A namespace whose domain label changes moves the objects in it
+		// that have no label of their own to another domain: each is
+		// decided again at once, not at its next change.
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.objectsInNamespace), builder.WithPredicates(domainLabelChanged))
+	}
 	for d, src := range h.opts.Fences {
 		t := trackers[d]
 		b = b.WatchesRawSource(t.Source(func() fencestate.Key { return fenceKey(src) }, src.Subscribe(),
@@ -275,12 +287,16 @@ func (h *Holder) watch(gr schema.GroupResource, gvk schema.GroupVersionKind) err
 
 // fenceKey is the key of the fence state src has now; unknown's before
 // its agent wrote one.
-func fenceKey(src fencestate.Source) fencestate.Key {
+func fenceKey(src fencestate.Source) fencestate.Key { return fenceState(src).Key() }
+
+// fenceState is the fence state src has now; unknown before its agent
+// wrote one.
+func fenceState(src fencestate.Source) fencestate.State {
 	s, ok := src.Fence()
 	if !ok {
 		s.Status = fencestate.Unknown
 	}
-	return s.Key()
+	return s
 }
 
 // kindReconciler holds and releases the objects of one kind.
@@ -288,6 +304,45 @@ type kindReconciler struct {
 	h    *Holder
 	gvk  schema.GroupVersionKind
 	kind string
+}
+
+// domainLabelChanged passes the updates of a namespace that change its
+// domain label: only those move the objects in it to another domain.
+var domainLabelChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetLabels()[domain.Label] != e.ObjectNew.GetLabels()[domain.Label]
+	},
+}
+
+// namespaced reports whether the kind's objects live in namespaces; a
+// kind the REST mapper cannot say is taken as namespaced, which costs
+// only a watch.
+func (r *kindReconciler) namespaced() bool {
+	m, err := r.h.mgr.GetRESTMapper().RESTMapping(r.gvk.GroupKind(), r.gvk.Version)
+	return err != nil || m.Scope.Name() != meta.RESTScopeNameRoot
+}
+
+// objectsInNamespace lists the objects of the kind in namespace ns whose
+// domain is their namespace's: they have no domain label of their own.
+func (r *kindReconciler) objectsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err := r.h.reader.List(ctx, list, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		r.h.mgr.GetLogger().WithName("hold").Error(err, "listing the objects of a relabelled namespace failed", "kind", r.kind, "namespace", ns.GetName(),
+			"effect", "each is decided for its new domain at its next change or the domain's next fence transition")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.GetNamespace() == ns.GetName() && o.GetLabels()[domain.Label] == "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return reqs
 }
 
 // objectsOf lists the objects of the kind in domain d.
@@ -341,9 +396,9 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		gen = tracker.Generation()
 	}
 	src := h.opts.Fences[d]
-	var before fencestate.Key
+	var before, after fencestate.State
 	if src != nil {
-		before = fenceKey(src)
+		before = fenceState(src)
 	}
 	decision, err := h.opts.Policy.Hold(ctx, d, obj.Object)
 	if errors.Is(err, engine.ErrNotReady) {
@@ -354,33 +409,58 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("evaluate the hold policy for %s %s: %w", r.kind, req.NamespacedName, err)
 	}
-	var after fencestate.Key
 	if src != nil {
-		after = fenceKey(src)
+		after = fenceState(src)
 	}
+	// The takeover grace is read from both states the decision may have
+	// been made under: a transition midway never shortens it.
+	now := h.opts.Clock.Now()
+	grace := max(graceLeft(before, now), graceLeft(after, now))
+	decision = duringGrace(decision, grace)
 	step, err := Plan(obj.Object, decision)
 	if err != nil {
 		h.metrics.failures.WithLabelValues(h.metricDomain(d), r.kind).Inc()
-		r.mark(tracker, key, gen, before, after, mark{held: true, activity: fmt.Sprintf("%s %s: %v", obj.GetKind(), describe(req.NamespacedName), err)})
+		r.mark(tracker, key, gen, before.Key(), after.Key(), mark{held: true, activity: fmt.Sprintf("%s %s: %v", obj.GetKind(), describe(req.NamespacedName), err)})
 		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("%s %s: %w", r.kind, req.NamespacedName, err))
 	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("domain", d)
 	if step.Action != Nothing {
 		if err := r.send(ctx, obj, step); err != nil {
 			h.metrics.failures.WithLabelValues(h.metricDomain(d), r.kind).Inc()
 			return reconcile.Result{}, err
 		}
 		h.metrics.actions.WithLabelValues(h.metricDomain(d), r.kind, string(step.Action)).Inc()
-		log := logr.FromContextOrDiscard(ctx).WithValues("domain", d)
+		if step.SetAside != "" {
+			// Bad input: held all the same, and reported, as its
+			// release will be refused until a person looked at it.
+			h.metrics.failures.WithLabelValues(h.metricDomain(d), r.kind).Inc()
+			log.Error(errors.New(step.SetAside), "a record fencegate did not write was set aside: the object is held as one without a record, and nothing the record names is released until the annotation is removed",
+				"annotation", UnreadableAnnotation)
+		}
+		done := log
 		if len(step.Kept) > 0 {
-			log = log.WithValues("kept", step.Kept)
+			done = done.WithValues("kept", step.Kept)
 		}
 		if len(step.Reverted) > 0 {
 			// Held again: whatever set it back (a parent applying its
 			// declared state) will do so again until it is held too.
 			h.metrics.reverts.WithLabelValues(h.metricDomain(d), r.kind).Inc()
-			log = log.WithValues("reverted", step.Reverted, "parents", decision.Parents)
+			done = done.WithValues("reverted", step.Reverted, "parents", decision.Parents)
 		}
-		log.Info(actionMessage(step.Action))
+		if grace > 0 {
+			done = done.WithValues("takeoverGraceLeft", grace)
+		}
+		done.Info(actionMessage(step.Action))
+	}
+	if step.Refusal != "" {
+		// What the unreadable record may claim stays held: the object
+		// counts as held and not quiet, with what to do, until a person
+		// removed the record.
+		h.metrics.failures.WithLabelValues(h.metricDomain(d), r.kind).Inc()
+		log.Error(errors.New(step.Refusal), "release refused", "refused", step.Refused)
+		r.h.quietSince.Delete(key)
+		r.mark(tracker, key, gen, before.Key(), after.Key(), mark{held: true, activity: fmt.Sprintf("%s %s: %s", obj.GetKind(), describe(req.NamespacedName), step.Refusal)})
+		return reconcile.Result{}, nil
 	}
 	if decision.Kind == "" && step.Action == Nothing {
 		// Of no held kind, and nothing of fencegate's on it.
@@ -396,8 +476,43 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			m.activity = fmt.Sprintf("%s %s: %s", obj.GetKind(), describe(req.NamespacedName), strings.Join(loose, "; "))
 		}
 	}
-	r.mark(tracker, key, gen, before, after, m)
-	return reconcile.Result{RequeueAfter: wait}, nil
+	r.mark(tracker, key, gen, before.Key(), after.Key(), m)
+	// During the takeover grace the object is decided again when it ends,
+	// and released then: no fence transition marks that moment.
+	return reconcile.Result{RequeueAfter: sooner(wait, grace)}, nil
+}
+
+// graceLeft is how long the takeover grace of state s still holds its
+// domain's actuators at now: while this cluster is active and granted the
+// fence after the previous holder's lease expired, that holder (cut off
+// from the authority) is given until s.ResumeAtNS to hold its own. 0 when
+// there is no grace or it has ended.
+func graceLeft(s fencestate.State, now time.Time) time.Duration {
+	if s.Status != fencestate.Active || s.ResumeAtNS == 0 {
+		return 0
+	}
+	return max(time.Unix(0, s.ResumeAtNS).Sub(now), 0)
+}
+
+// duringGrace is decision d while grace is left: it holds, so that new
+// objects are held as on a fenced cluster and nothing is released, and it
+// is d as it is otherwise.
+func duringGrace(d engine.HoldDecision, grace time.Duration) engine.HoldDecision {
+	if grace > 0 {
+		d.Hold = true
+	}
+	return d
+}
+
+// sooner is the shorter of two waits, 0 standing for none.
+func sooner(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // unheldParents says, for each parent that could revert a hold and is not
@@ -446,6 +561,9 @@ func (r *kindReconciler) held(ctx context.Context, obj *unstructured.Unstructure
 	decision, err := h.opts.Policy.Hold(ctx, d, obj.Object)
 	if err != nil {
 		return false, err
+	}
+	if src := h.opts.Fences[d]; src != nil {
+		decision = duringGrace(decision, graceLeft(fenceState(src), h.opts.Clock.Now()))
 	}
 	step, err := Plan(obj.Object, decision)
 	if err != nil {

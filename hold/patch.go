@@ -66,7 +66,7 @@ func (p *patcher) setRecord(rec *Record) error {
 	if err != nil {
 		return err
 	}
-	p.set([]string{"metadata", "annotations", RecordAnnotation}, value)
+	p.set(recordPath, value)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package hold
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -14,6 +15,18 @@ import (
 // field's path, held value and prior value, so that release sets back
 // exactly what was there.
 const RecordAnnotation = "fencegate.dev/held"
+
+// UnreadableAnnotation keeps a RecordAnnotation value that is not a record
+// fencegate wrote (not JSON, a path outside spec and metadata), set aside
+// by the hold that found it. Bad input must never unhold: the object is
+// held as if it had no record, and no release sets back what the
+// unreadable record may claim until a person removed this annotation.
+const UnreadableAnnotation = "fencegate.dev/held-unreadable"
+
+var (
+	recordPath     = []string{"metadata", "annotations", RecordAnnotation}
+	unreadablePath = []string{"metadata", "annotations", UnreadableAnnotation}
+)
 
 // FieldManager is the field manager of every hold and release: a field it
 // is the sole owner of, at its held value, is fencegate's to release.
@@ -73,6 +86,18 @@ type Step struct {
 	// something (a parent applying its declared state, a person) set them
 	// back while the object was held.
 	Reverted []string
+	// SetAside says, for people, what a hold did with an unreadable
+	// RecordAnnotation: moved it to UnreadableAnnotation, or dropped it
+	// where UnreadableAnnotation already keeps an earlier one. "" when
+	// there was none.
+	SetAside string
+	// Refusal says, for people, why a release leaves fields held and what
+	// to do: the object carries an unreadable record. "" when nothing is
+	// refused.
+	Refusal string
+	// Refused names the recorded fields a release leaves held because the
+	// unreadable record may claim them.
+	Refused []string
 }
 
 // Plan returns the step that brings obj (an object as the API server
@@ -86,40 +111,126 @@ type Step struct {
 //     first prior value).
 //   - Releasing (not d.Hold, a record present): every recorded field at
 //     its held value whose sole owner is FieldManager is set back to its
-//     prior value (removed when it was absent, with the parents holding
-//     made that are left empty); the others are kept. The record goes.
+//     prior value (removed when it was absent); the others are kept. The
+//     parents holding made that are left empty go, and so does the record.
+//
+// Bad input holds, it never unholds. A RecordAnnotation that is not a
+// record fencegate wrote does not stop a hold: the hold moves it to
+// UnreadableAnnotation (or drops it when that annotation keeps an earlier
+// one) and holds the fields as on an object without a record. While the
+// object carries an unreadable record (in either annotation), a release
+// leaves held, and recorded, every field that record names, or every
+// recorded field when its names cannot be read, and says so in
+// Step.Refusal: the record cannot be trusted to say what is whose.
 func Plan(obj map[string]any, d engine.HoldDecision) (Step, error) {
-	rec, err := recordOf(obj)
-	if err != nil {
-		return Step{}, err
-	}
+	rec, bad, hasBad := recordOf(obj)
+	aside, hasAside := annotation(obj, UnreadableAnnotation)
 	p := newPatcher(obj)
 	if d.Hold {
-		return p.hold(rec, d.Fields)
+		var step Step
+		if hasBad {
+			p.remove(recordPath)
+			if hasAside {
+				step.SetAside = fmt.Sprintf("annotation %s was not a record fencegate wrote (%.80q): dropped, as %s keeps an earlier one", RecordAnnotation, bad, UnreadableAnnotation)
+			} else {
+				text, err := json.Marshal(bad)
+				if err != nil {
+					return Step{}, err
+				}
+				p.set(unreadablePath, text)
+				step.SetAside = fmt.Sprintf("annotation %s was not a record fencegate wrote (%.80q): moved to %s", RecordAnnotation, bad, UnreadableAnnotation)
+			}
+		}
+		return p.hold(rec, d.Fields, step)
 	}
-	if rec == nil {
-		return Step{}, nil
+	if !hasBad && !hasAside {
+		if rec == nil {
+			return Step{}, nil
+		}
+		return p.release(rec, nil)
 	}
-	return p.release(rec)
+	where, text := UnreadableAnnotation, aside
+	if hasBad {
+		where, text = RecordAnnotation, bad
+	}
+	claims, known := claimsOf(text)
+	refuse := func(path []string) bool {
+		return !known || slices.ContainsFunc(claims, func(c []string) bool { return overlap(c, path) })
+	}
+	step := Step{}
+	if rec != nil {
+		var err error
+		if step, err = p.release(rec, refuse); err != nil {
+			return Step{}, err
+		}
+	}
+	names := "every field fencegate recorded, as the fields it names cannot be read"
+	if known {
+		texts := make([]string, 0, len(claims))
+		for _, c := range claims {
+			texts = append(texts, pathText(c))
+		}
+		names = "the fields it names: " + cmp.Or(strings.Join(texts, ", "), "none")
+	}
+	step.Refusal = fmt.Sprintf("annotation %s holds a record fencegate did not write (%.80q), so the release leaves held %s; "+
+		"set those fields as they should be, then remove the annotation: fencegate then releases what it recorded", where, text, names)
+	return step, nil
 }
 
-// recordOf reads the object's record; nil when it has none.
-func recordOf(obj map[string]any) (*Record, error) {
-	raw, ok := lookup(obj, []string{"metadata", "annotations", RecordAnnotation})
+// recordOf reads the object's record: nil when it has none or it is not
+// a record fencegate wrote, and then (bad, true) is the annotation's text.
+func recordOf(obj map[string]any) (rec *Record, bad string, hasBad bool) {
+	text, ok := annotation(obj, RecordAnnotation)
 	if !ok {
-		return nil, nil
+		return nil, "", false
 	}
-	text, ok := raw.(string)
-	var rec Record
-	if ok {
-		err := json.Unmarshal([]byte(text), &rec)
-		ok = err == nil && rec.valid()
+	rec = &Record{}
+	if err := json.Unmarshal([]byte(text), rec); err != nil || !rec.valid() {
+		return nil, text, true
 	}
+	return rec, "", false
+}
+
+// annotation returns the object's annotation key, and whether it has one;
+// a value that is not a string (never so from the API server) is taken as
+// its JSON text.
+func annotation(obj map[string]any, key string) (string, bool) {
+	raw, ok := lookup(obj, []string{"metadata", "annotations", key})
 	if !ok {
-		return nil, fmt.Errorf("annotation %s is not a record fencegate wrote (%.80q): the prior values of what was held are unknown, so nothing is held or released; "+
-			"set the held fields back by hand and remove the annotation", RecordAnnotation, fmt.Sprint(raw))
+		return "", false
 	}
-	return &rec, nil
+	if text, ok := raw.(string); ok {
+		return text, true
+	}
+	text, _ := json.Marshal(raw)
+	return string(text), true
+}
+
+// claimsOf reads the paths an unreadable record names, as far as it can
+// be read: known is false when it is not a JSON object whose fields each
+// name a path of keys, so that what it claims is not known.
+func claimsOf(text string) (paths [][]string, known bool) {
+	var r struct {
+		Fields []struct {
+			Path []string `json:"path"`
+		} `json:"fields"`
+	}
+	if err := json.Unmarshal([]byte(text), &r); err != nil {
+		return nil, false
+	}
+	for _, f := range r.Fields {
+		if len(f.Path) == 0 {
+			return nil, false
+		}
+		paths = append(paths, f.Path)
+	}
+	return paths, true
+}
+
+// overlap reports whether one of the paths is the other or below it.
+func overlap(a, b []string) bool {
+	n := min(len(a), len(b))
+	return slices.Equal(a[:n], b[:n])
 }
 
 // valid reports whether every entry names a path under spec or metadata
@@ -143,7 +254,9 @@ func (r *Record) field(path []string) *RecordedField {
 	return nil
 }
 
-func (p *patcher) hold(rec *Record, fields []engine.HoldField) (Step, error) {
+// hold sets the fields not at their held values; step carries what Plan
+// already did (an unreadable record set aside).
+func (p *patcher) hold(rec *Record, fields []engine.HoldField, step Step) (Step, error) {
 	if rec == nil {
 		rec = &Record{}
 	}
@@ -173,22 +286,36 @@ func (p *patcher) hold(rec *Record, fields []engine.HoldField) (Step, error) {
 		p.set(f.Path, json.RawMessage(held))
 		changed = true
 	}
-	if !changed {
+	if changed {
+		if err := p.setRecord(rec); err != nil {
+			return Step{}, err
+		}
+	} else if step.SetAside == "" {
 		return Step{}, nil
 	}
-	if err := p.setRecord(rec); err != nil {
-		return Step{}, err
-	}
-	return Step{Action: Holding, Patch: p.ops, Reverted: reverted}, nil
+	step.Action, step.Patch, step.Reverted = Holding, p.ops, reverted
+	return step, nil
 }
 
-func (p *patcher) release(rec *Record) (Step, error) {
-	p.remove([]string{"metadata", "annotations", RecordAnnotation})
-	var kept []string
+// release sets back the recorded fields but those refuse names (nil:
+// none), which stay held and recorded; it removes the record when none is
+// left, and then the parents holding made that are left empty.
+func (p *patcher) release(rec *Record, refuse func(path []string) bool) (Step, error) {
+	var step Step
+	var left Record
+	var made [][]string
 	for _, f := range rec.Fields {
+		if refuse != nil && refuse(f.Path) {
+			step.Refused = append(step.Refused, pathText(f.Path))
+			left.Fields = append(left.Fields, f)
+			continue
+		}
+		for n := 1; n <= f.Created; n++ {
+			made = append(made, f.Path[:len(f.Path)-n])
+		}
 		current, present := lookup(p.obj, f.Path)
 		if !present || !sameJSON(current, f.Value) || !soleOwner(p.obj, f.Path, FieldManager) {
-			kept = append(kept, pathText(f.Path))
+			step.Kept = append(step.Kept, pathText(f.Path))
 			continue
 		}
 		if f.Prior != nil {
@@ -196,15 +323,29 @@ func (p *patcher) release(rec *Record) (Step, error) {
 			continue
 		}
 		p.remove(f.Path)
-		for n := 1; n <= f.Created; n++ {
-			parent := f.Path[:len(f.Path)-n]
-			if m, ok := lookupObject(p.obj, parent); !ok || len(m) > 0 {
-				break
-			}
+	}
+	switch {
+	case len(left.Fields) == len(rec.Fields):
+		// Every field stays held: the record stays as it is.
+		return step, nil
+	case len(left.Fields) > 0:
+		if err := p.setRecord(&left); err != nil {
+			return Step{}, err
+		}
+	default:
+		p.remove(recordPath)
+	}
+	// A parent is emptied only once every field under it is gone, whichever
+	// field's hold made it: the deepest go first, so that their own
+	// parents are seen empty too.
+	slices.SortStableFunc(made, func(a, b []string) int { return cmp.Compare(len(b), len(a)) })
+	for _, parent := range made {
+		if m, ok := lookupObject(p.obj, parent); ok && len(m) == 0 {
 			p.remove(parent)
 		}
 	}
-	return Step{Action: Releasing, Patch: p.ops, Kept: kept}, nil
+	step.Action, step.Patch = Releasing, p.ops
+	return step, nil
 }
 
 // sameJSON reports whether the decoded value v encodes as want does.

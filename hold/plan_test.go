@@ -3,6 +3,7 @@ package hold
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,6 +79,27 @@ func TestPlanHoldThenRelease(t *testing.T) {
 		"an annotation that had another value":   {obj: object(map[string]any{}, map[string]any{"autoscaling.keda.sh/paused": "false"}), fields: paused},
 		"a field whose parents are partly there": {obj: object(map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"prune": true}}}, nil), fields: disabled},
 		"a field whose parents are all absent":   {obj: object(map[string]any{"source": "git"}, nil), fields: disabled},
+		"two fields that share a parent the hold made": {
+			obj: object(map[string]any{"source": "git"}, nil),
+			fields: []engine.HoldField{
+				{Path: []string{"spec", "syncPolicy", "automated", "enabled"}, Value: false},
+				{Path: []string{"spec", "syncPolicy", "retry", "enabled"}, Value: false},
+			},
+		},
+		"two fields that share a parent the hold made, one deeper": {
+			obj: object(map[string]any{}, nil),
+			fields: []engine.HoldField{
+				{Path: []string{"spec", "a", "held"}, Value: true},
+				{Path: []string{"spec", "a", "b", "c", "held"}, Value: true},
+			},
+		},
+		"two annotations without any annotations": {
+			obj: object(map[string]any{}, nil),
+			fields: []engine.HoldField{
+				{Path: []string{"metadata", "annotations", "autoscaling.keda.sh/paused"}, Value: "true"},
+				{Path: []string{"metadata", "annotations", "example.com/paused"}, Value: "true"},
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -104,9 +126,11 @@ func TestPlanHoldThenRelease(t *testing.T) {
 				t.Errorf("holding the held object again: %v, %v: want nothing", again, err)
 			}
 			// The patch was sent by FieldManager, which now owns the fields.
+			var managed []any
 			for _, f := range tc.fields {
-				setManaged(held, owned(FieldManager, f.Path...))
+				managed = append(managed, owned(FieldManager, f.Path...))
 			}
+			setManaged(held, managed...)
 			step, err = Plan(held, engine.HoldDecision{Kind: "k", Fields: tc.fields})
 			if err != nil || step.Action != Releasing || len(step.Kept) > 0 {
 				t.Fatalf("Plan(release) = %+v, %v: want a release that keeps nothing", step, err)
@@ -187,7 +211,7 @@ func TestPlan(t *testing.T) {
 		obj     map[string]any
 		d       engine.HoldDecision
 		action  Action
-		wantErr string
+		refusal string
 	}{
 		"already at the held value (a person suspended it): nothing, and no record": {
 			obj: object(map[string]any{"suspend": true}, nil), d: engine.HoldDecision{Kind: "cronjob", Hold: true, Fields: suspend},
@@ -206,26 +230,49 @@ func TestPlan(t *testing.T) {
 			obj: object(map[string]any{"suspend": false}, map[string]any{RecordAnnotation: `{"fields":[{"path":["spec","suspend"],"value":true,"prior":false}]}`}),
 			d:   engine.HoldDecision{Kind: "cronjob", Hold: true, Fields: suspend}, action: Holding,
 		},
-		"a record fencegate did not write: refused": {
+		"a record fencegate did not write, released: nothing, refused": {
 			obj: object(map[string]any{"suspend": true}, map[string]any{RecordAnnotation: `{"fields":[{"path":["status","x"],"value":true}]}`}),
-			d:   engine.HoldDecision{Kind: "cronjob", Fields: suspend}, wantErr: "is not a record fencegate wrote",
+			d:   engine.HoldDecision{Kind: "cronjob", Fields: suspend}, refusal: "the fields it names: status.x",
 		},
-		"a record that is not JSON: refused": {
+		"a record that is not JSON, released: nothing, refused": {
 			obj: object(map[string]any{"suspend": true}, map[string]any{RecordAnnotation: `suspend`}),
-			d:   engine.HoldDecision{Kind: "cronjob", Hold: true, Fields: suspend}, wantErr: "set the held fields back by hand",
+			d:   engine.HoldDecision{Kind: "cronjob", Fields: suspend}, refusal: "as the fields it names cannot be read",
+		},
+		"a record that is not JSON, of no held kind any more: nothing, refused": {
+			obj: object(map[string]any{"suspend": true}, map[string]any{RecordAnnotation: `suspend`}),
+			d:   engine.HoldDecision{}, refusal: "remove the annotation",
+		},
+		"an unreadable record set aside, released, nothing recorded: nothing, refused": {
+			obj: object(map[string]any{"suspend": true}, map[string]any{UnreadableAnnotation: `suspend`}),
+			d:   engine.HoldDecision{Kind: "cronjob", Fields: suspend}, refusal: UnreadableAnnotation,
+		},
+		"a record that is not JSON on a held object: set aside, and nothing recorded": {
+			obj: object(map[string]any{"suspend": true}, map[string]any{RecordAnnotation: `suspend`}),
+			d:   engine.HoldDecision{Kind: "cronjob", Hold: true, Fields: suspend}, action: Holding,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			step, err := Plan(tc.obj, tc.d)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Plan error = %v, want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
 			if err != nil || step.Action != tc.action {
 				t.Fatalf("Plan = %+v, %v: want action %q", step, err, tc.action)
+			}
+			if tc.refusal == "" && step.Refusal != "" || !strings.Contains(step.Refusal, tc.refusal) {
+				t.Errorf("Plan refusal = %q, want one containing %q", step.Refusal, tc.refusal)
+			}
+			if step.Action == Nothing && step.Patch != nil {
+				t.Errorf("Plan = %+v: a patch for nothing to do", step)
+			}
+			if step.Action != Nothing {
+				// The object the step makes plans nothing, and keeps no
+				// unreadable record where fencegate's goes.
+				after := apply(t, tc.obj, step)
+				if again, err := Plan(after, tc.d); err != nil || again.Action != Nothing {
+					t.Errorf("Plan of the object the step makes = %+v, %v: want nothing", again, err)
+				}
+				if rec, bad, hasBad := recordOf(after); hasBad {
+					t.Errorf("record after the step = %+v, unreadable %q", rec, bad)
+				}
 			}
 		})
 	}
@@ -247,8 +294,175 @@ func TestPlanKeepsTheFirstPriorValue(t *testing.T) {
 		t.Fatalf("Plan = %+v, %v: want a hold of spec.suspend again, reverted", step, err)
 	}
 	again := apply(t, held, step)
-	rec, err := recordOf(again)
-	if err != nil || len(rec.Fields) != 1 || string(rec.Fields[0].Prior) != "false" {
-		t.Fatalf("record after a second hold = %+v, %v: want one field with prior false", rec, err)
+	rec, bad, _ := recordOf(again)
+	if rec == nil || len(rec.Fields) != 1 || string(rec.Fields[0].Prior) != "false" {
+		t.Fatalf("record after a second hold = %+v (unreadable %q): want one field with prior false", rec, bad)
+	}
+}
+
+// TestPlanReleaseRemovesTheParentsItMadeWhateverIsLeft: the parent a hold
+// made goes on release once it is empty, even when the field whose hold
+// made it is no longer there to release (a person removed it while held).
+func TestPlanReleaseRemovesTheParentsItMadeWhateverIsLeft(t *testing.T) {
+	fields := []engine.HoldField{
+		{Path: []string{"spec", "a", "x"}, Value: true},
+		{Path: []string{"spec", "a", "y"}, Value: true},
+	}
+	tests := map[string]struct {
+		remove []string // removed by a person while held
+		kept   []string
+	}{
+		"both released":                       {},
+		"the field that made the parent gone": {remove: []string{"x"}, kept: []string{"spec.a.x"}},
+		"the field that came second gone":     {remove: []string{"y"}, kept: []string{"spec.a.y"}},
+		"both gone, the parent left empty":    {remove: []string{"x", "y"}, kept: []string{"spec.a.x", "spec.a.y"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			obj := object(map[string]any{"schedule": "@daily"}, nil)
+			d := engine.HoldDecision{Kind: "k", Hold: true, Fields: fields}
+			step, err := Plan(obj, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := apply(t, obj, step)
+			for _, f := range tc.remove {
+				delete(held["spec"].(map[string]any)["a"].(map[string]any), f)
+			}
+			setManaged(held, owned(FieldManager, "spec", "a", "x"), owned(FieldManager, "spec", "a", "y"))
+			d.Hold = false
+			step, err = Plan(held, d)
+			if err != nil || step.Action != Releasing || !reflect.DeepEqual(step.Kept, tc.kept) {
+				t.Fatalf("Plan(release) = %+v, %v: want a release that keeps %v", step, err, tc.kept)
+			}
+			released := apply(t, held, step)
+			if _, ok := lookup(released, []string{"spec", "a"}); ok {
+				t.Errorf("spec.a, made by the hold, stays after release: %v", released["spec"])
+			}
+		})
+	}
+}
+
+// TestPlanUnreadableRecordHolds: an object whose record fencegate cannot
+// read is held as one without a record, the bad record set aside; the
+// release leaves held whatever the bad record may claim until a person
+// removed it, and then releases exactly what the hold recorded.
+func TestPlanUnreadableRecordHolds(t *testing.T) {
+	both := append(slices.Clone(suspend), paused...)
+	tests := map[string]struct {
+		obj    map[string]any
+		fields []engine.HoldField
+		// aside is what UnreadableAnnotation keeps after the hold.
+		aside string
+		// refused are the fields the release leaves held.
+		refused []string
+	}{
+		"not JSON: every field stays held": {
+			obj:    object(map[string]any{"suspend": false}, map[string]any{RecordAnnotation: "suspend"}),
+			fields: suspend, aside: "suspend", refused: []string{"spec.suspend"},
+		},
+		"an empty value: every field stays held": {
+			obj:    object(map[string]any{"suspend": false}, map[string]any{RecordAnnotation: ""}),
+			fields: suspend, aside: "", refused: []string{"spec.suspend"},
+		},
+		"a path outside spec and metadata: what it names stays held": {
+			obj: object(map[string]any{"suspend": false}, map[string]any{
+				RecordAnnotation: `{"fields":[{"path":["spec","suspend"],"value":true,"prior":false},{"path":["status","active"],"value":[]}]}`,
+			}),
+			fields: both, aside: `{"fields":[{"path":["spec","suspend"],"value":true,"prior":false},{"path":["status","active"],"value":[]}]}`,
+			refused: []string{"spec.suspend"},
+		},
+		"a parent of the held field named: it stays held": {
+			obj:    object(map[string]any{"suspend": false}, map[string]any{RecordAnnotation: `{"fields":[{"path":["spec"],"value":{}}]}`}),
+			fields: both, aside: `{"fields":[{"path":["spec"],"value":{}}]}`, refused: []string{"spec.suspend"},
+		},
+		"naming other fields only: the held ones are released": {
+			obj:    object(map[string]any{"suspend": false}, map[string]any{RecordAnnotation: `{"fields":[{"path":["status","x"],"value":1}]}`}),
+			fields: suspend, aside: `{"fields":[{"path":["status","x"],"value":1}]}`,
+		},
+		"an empty path: what it names is not known, every field stays held": {
+			obj:    object(map[string]any{"suspend": false}, map[string]any{RecordAnnotation: `{"fields":[{"path":[],"value":true}]}`}),
+			fields: both, aside: `{"fields":[{"path":[],"value":true}]}`, refused: []string{"spec.suspend", "metadata.annotations[autoscaling.keda.sh/paused]"},
+		},
+		"an earlier unreadable record kept aside: the new one is dropped": {
+			obj:    object(map[string]any{"suspend": false}, map[string]any{RecordAnnotation: "second", UnreadableAnnotation: "first"}),
+			fields: suspend, aside: "first", refused: []string{"spec.suspend"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := engine.HoldDecision{Kind: "k", Hold: true, Fields: tc.fields}
+			step, err := Plan(tc.obj, d)
+			if err != nil || step.Action != Holding || step.SetAside == "" {
+				t.Fatalf("Plan(hold) = %+v, %v: want a hold that sets the record aside", step, err)
+			}
+			held := apply(t, tc.obj, step)
+			for _, f := range tc.fields {
+				if v, _ := lookup(held, f.Path); !reflect.DeepEqual(v, f.Value) {
+					t.Errorf("held %v = %v, want %v", f.Path, v, f.Value)
+				}
+			}
+			if got, ok := annotation(held, UnreadableAnnotation); !ok || got != tc.aside {
+				t.Errorf("%s = %q (%v) after the hold, want %q", UnreadableAnnotation, got, ok, tc.aside)
+			}
+			if rec, bad, hasBad := recordOf(held); rec == nil || hasBad || len(rec.Fields) != len(tc.fields) {
+				t.Errorf("record after the hold = %+v (unreadable %q): want one of fencegate's, of %d fields", rec, bad, len(tc.fields))
+			}
+			if again, err := Plan(held, d); err != nil || again.Action != Nothing {
+				t.Errorf("holding the held object again: %+v, %v: want nothing", again, err)
+			}
+
+			var managed []any
+			for _, f := range tc.fields {
+				managed = append(managed, owned(FieldManager, f.Path...))
+			}
+			setManaged(held, managed...)
+			d.Hold = false
+			step, err = Plan(held, d)
+			if err != nil || step.Refusal == "" || !strings.Contains(step.Refusal, "remove the annotation") || !reflect.DeepEqual(step.Refused, tc.refused) {
+				t.Fatalf("Plan(release) = %+v, %v: want a release refused for %v", step, err, tc.refused)
+			}
+			released := held
+			if step.Action != Nothing {
+				released = apply(t, held, step)
+			}
+			for _, f := range tc.fields {
+				got, _ := lookup(released, f.Path)
+				want, _ := lookup(tc.obj, f.Path)
+				if slices.Contains(tc.refused, pathText(f.Path)) {
+					want = f.Value
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s = %v after the refused release, want %v", pathText(f.Path), got, want)
+				}
+			}
+			if again, err := Plan(released, d); err != nil || again.Action != Nothing || again.Refusal == "" {
+				t.Errorf("releasing again: %+v, %v: want nothing, still refused", again, err)
+			}
+
+			// A person sets the fields right and removes the annotation:
+			// what the hold recorded is released.
+			delete(released["metadata"].(map[string]any)["annotations"].(map[string]any), UnreadableAnnotation)
+			step, err = Plan(released, d)
+			if len(tc.refused) == 0 {
+				if err != nil || step.Action != Nothing || step.Refusal != "" {
+					t.Fatalf("Plan(release) without the unreadable record = %+v, %v: want nothing left", step, err)
+				}
+				return
+			}
+			if err != nil || step.Action != Releasing || step.Refusal != "" || len(step.Kept) > 0 {
+				t.Fatalf("Plan(release) without the unreadable record = %+v, %v: want a release", step, err)
+			}
+			final := apply(t, released, step)
+			for _, f := range tc.fields {
+				got, _ := lookup(final, f.Path)
+				if want, _ := lookup(tc.obj, f.Path); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s = %v after the release, want %v as before the hold", pathText(f.Path), got, want)
+				}
+			}
+			if _, ok := annotation(final, RecordAnnotation); ok {
+				t.Error("the record stays after the release")
+			}
+		})
 	}
 }
