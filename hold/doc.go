@@ -12,7 +12,16 @@
 // manager is still the field's sole owner and the field still has the held
 // value: a field that a person or another tool set (or took over) while it
 // was held is theirs, and a field that was already at the held value when
-// the hold began was never fencegate's to release.
+// the hold began was never fencegate's to release. A record fencegate did
+// not write never unholds: it is set aside (UnreadableAnnotation), the
+// object is held as one without a record, and no release sets back what
+// that record may claim until a person removed it.
+//
+// Besides the policies' decision, the controller holds a domain's objects
+// through the takeover grace of its fence state (fencestate.State's
+// ResumeAtNS, after a grant that followed the previous holder's lease
+// expiry) and decides each again when the grace ends. A namespace whose
+// domain label changes has its objects decided again at once.
 //
 // The controller counts, per domain and kind, the objects held and the ones
 // quiet (the policies say nothing still runs, and have said so for

@@ -20,7 +20,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"domain", "kind", "action"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_hold_failures_total",
-			Help: "Holds and releases that failed (a patch refused, a record that is not fencegate's), by domain and kind; they are retried.",
+			Help: "Holds and releases that failed (a patch refused, retried), records fencegate did not write set aside, and releases refused for such a record, by domain and kind.",
 		}, []string{"domain", "kind"}),
 	}
 	m.reverts = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -120,7 +120,9 @@ fields := sort({f | some rule in matched; some f in rules[rule].fields})
 # hold: only the cluster that holds the fence of the object's own domain
 # lets its actuators act. Any other status, no fence state, or an input
 # that names another domain than the state's (or none) holds: holding is
-# the fail-closed side.
+# the fail-closed side. (The hold controller also holds through the
+# takeover grace, data.fence.resume_at_ns, by its own clock: a decision
+# made at one instant cannot say when it stops holding.)
 default hold := false
 
 hold if {
