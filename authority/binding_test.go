@@ -121,6 +121,9 @@ func TestUIDBindingRefusalIsCountedAndLogged(t *testing.T) {
 	for name, tc := range map[string]struct {
 		start  func(t *testing.T, log logr.Logger) running
 		domain string
+		// forgedDomain is where east declares west's UID; domain if
+		// empty.
+		forgedDomain string
 		// uid is west's UID; "uid-west" if empty.
 		uid          string
 		wantIdentity string
@@ -143,6 +146,18 @@ func TestUIDBindingRefusalIsCountedAndLogged(t *testing.T) {
 			wantIdentity: eastID,
 			wantForget:   "(fencegate fence forget --domain blue --cluster west --cluster-uid uid-west)",
 		},
+		// West's UID is bound in every domain, not only in those west
+		// declared in: east cannot squat it where west has not joined.
+		"a domain west has not joined": {
+			start: func(t *testing.T, log logr.Logger) running {
+				s := startMTLS(t, authoritytest.Options{Logger: log}, "")
+				return running{east: s.clients[eastID], west: s.clients[westID], clock: s.clock, reg: s.reg}
+			},
+			domain:       "blue",
+			forgedDomain: "green",
+			wantIdentity: eastID,
+			wantForget:   `bound to cluster "west" in domain "blue", not "east": a cluster cannot declare another cluster's UID, in any domain; to rename a cluster, forget it first in each domain that records it (fencegate fence forget --domain blue --cluster west --cluster-uid uid-west)`,
+		},
 		"no guard given to the server": {
 			start: func(t *testing.T, log logr.Logger) running {
 				clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
@@ -163,7 +178,8 @@ func TestUIDBindingRefusalIsCountedAndLogged(t *testing.T) {
 			if _, err := a.west.DeclareClusterEpoch(ctx, &fencev1.DeclareClusterEpochRequest{Domain: tc.domain, ClusterName: "west", ClusterUid: uid, Epoch: 3}); err != nil {
 				t.Fatal(err)
 			}
-			forged := &fencev1.DeclareClusterEpochRequest{Domain: tc.domain, ClusterName: "east", ClusterUid: uid, Epoch: 3}
+			forgedDomain := cmp.Or(tc.forgedDomain, tc.domain)
+			forged := &fencev1.DeclareClusterEpochRequest{Domain: forgedDomain, ClusterName: "east", ClusterUid: uid, Epoch: 3}
 			refuse := func(what string) {
 				t.Helper()
 				_, err := a.east.DeclareClusterEpoch(ctx, forged)
@@ -194,7 +210,7 @@ func TestUIDBindingRefusalIsCountedAndLogged(t *testing.T) {
 					t.Errorf("refusal logged %v, want at error level", line)
 				}
 				wantKV := map[string]any{"identity": tc.wantIdentity, "method": "DeclareClusterEpoch", "cluster": "east",
-					"domain": rpctypes.NormalizeDomain(tc.domain), "uid": uid, "boundCluster": "west"}
+					"domain": rpctypes.NormalizeDomain(forgedDomain), "uid": uid, "boundCluster": "west"}
 				for k, v := range wantKV {
 					if line[k] != v {
 						t.Errorf("refusal logged %s=%v, want %v: %v", k, line[k], v, line)

@@ -127,17 +127,30 @@ func epochStepRefusal(domain string, d statemachine.Declaration, e *statemachine
 // than the one it is bound to: the caller acts as a cluster it is not, or
 // a cluster UID was copied between clusters' settings, or the cluster was
 // renamed, for which the message gives the whole command that forgets the
-// name the UID is bound to.
+// name the UID is bound to. A UID bound in other domains than the declared
+// one (e.Domains) is bound in every domain: the message names those
+// domains, and a forget command for each of them.
 func bindingRefusal(ctx context.Context, domain string, e *statemachine.BindingError) error {
-	forget := "fencegate fence forget"
-	if domain != rpctypes.DefaultDomain {
-		forget += " --domain " + domain
+	forget := func(domain string) string {
+		cmd := "fencegate fence forget"
+		if domain != rpctypes.DefaultDomain {
+			cmd += " --domain " + domain
+		}
+		return cmd + fmt.Sprintf(" --cluster %s --cluster-uid %s", e.Bound, shellWord(e.UID))
 	}
-	forget += fmt.Sprintf(" --cluster %s --cluster-uid %s", e.Bound, shellWord(e.UID))
-	return rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, fmt.Sprintf(
-		"cluster uid %q is bound to cluster %q%s, not %q: a cluster cannot declare another cluster's UID; "+
-			"to rename a cluster, forget it first (%s)",
-		e.UID, e.Bound, inDomain(domain), e.Declared, forget), map[string]string{
+	msg := fmt.Sprintf("cluster uid %q is bound to cluster %q%s, not %q: a cluster cannot declare another cluster's UID; "+
+		"to rename a cluster, forget it first (%s)",
+		e.UID, e.Bound, inDomain(domain), e.Declared, forget(domain))
+	if len(e.Domains) > 0 {
+		quoted, cmds := make([]string, len(e.Domains)), make([]string, len(e.Domains))
+		for i, d := range e.Domains {
+			quoted[i], cmds[i] = strconv.Quote(d), forget(d)
+		}
+		msg = fmt.Sprintf("cluster uid %q is bound to cluster %q in domain %s, not %q: a cluster cannot declare another cluster's UID, "+
+			"in any domain; to rename a cluster, forget it first in each domain that records it (%s)",
+			e.UID, e.Bound, strings.Join(quoted, ", "), e.Declared, strings.Join(cmds, "; "))
+	}
+	return rpctypes.Refusal(codes.PermissionDenied, rpctypes.ReasonPermissionDenied, msg, map[string]string{
 		rpctypes.MetadataDomain:       domain,
 		rpctypes.MetadataCluster:      e.Declared,
 		rpctypes.MetadataBoundCluster: e.Bound,

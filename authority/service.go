@@ -155,7 +155,7 @@ func (s *Service) DeclareClusterEpoch(ctx context.Context, req *fencev1.DeclareC
 		case errors.As(err, &bindingErr):
 			st = bindingRefusal(ctx, domain, bindingErr)
 			s.guard.Refused(ctx, fencev1.FenceService_DeclareClusterEpoch_FullMethodName, status.Convert(st).Message(),
-				"cluster", bindingErr.Declared, "domain", domain, "uid", bindingErr.UID, "boundCluster", bindingErr.Bound)
+				"cluster", bindingErr.Declared, "domain", domain, "uid", bindingErr.UID, "boundCluster", bindingErr.Bound, "boundDomains", bindingErr.Domains)
 		case errors.As(err, &restoredErr):
 			st = restoredRefusal(domain, d, restoredErr)
 		default:

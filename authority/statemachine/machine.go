@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -51,11 +52,20 @@ type BindingError struct {
 	Declared string
 	// Bound is the name the UID is bound to.
 	Bound string
+	// Domains are the domains whose records bind the UID to Bound, when
+	// the declaration was refused in a domain that has no record of the
+	// UID (see CheckBinding); nil when the declared domain's own record
+	// binds it.
+	Domains []string
 }
 
 func (e *BindingError) Error() string {
-	return fmt.Sprintf("cluster uid %q is bound to cluster %q, not %q: a cluster cannot declare another cluster's UID; to rename a cluster, forget it first (fencegate fence forget --cluster %s --cluster-uid %s)",
-		e.UID, e.Bound, e.Declared, e.Bound, e.UID)
+	where := ""
+	if len(e.Domains) > 0 {
+		where = fmt.Sprintf(" in domain %s", strings.Join(e.Domains, ", "))
+	}
+	return fmt.Sprintf("cluster uid %q is bound to cluster %q%s, not %q: a cluster cannot declare another cluster's UID; to rename a cluster, forget it first (fencegate fence forget --cluster %s --cluster-uid %s)",
+		e.UID, e.Bound, where, e.Declared, e.Bound, e.UID)
 }
 
 // RestoredError refuses a declaration that presents a generation of its

@@ -232,12 +232,38 @@ func (s *Store) LeaseTTL() time.Duration { return s.machine.LeaseTTL }
 // result, if it changes anything. The result's state is the committed one,
 // with the holder's token filled in. A bad request returns a
 // *rpctypes.FieldError.
+//
+// A declaration that adds its cluster's UID to the domain's record (its
+// first there) is checked against the UID's binding in every domain, and
+// writes it (see binding.go): a UID another domain records under another
+// name is refused with a *statemachine.BindingError, and nothing of it is
+// recorded.
 func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Declaration, by Actor) (statemachine.Result, error) {
 	var result statemachine.Result
-	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
+	var bind *binding
+	prep := func(ctx context.Context, cur statemachine.State) error {
+		bind = nil
+		if _, known := cur.Clusters[d.Cluster.UID]; known || d.Validate() != nil {
+			return nil
+		}
+		b, err := s.readBinding(ctx, d.Cluster)
+		bind = &b
+		return err
+	}
+	committed, err := s.update(ctx, domain, by, prep, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Declare(cur, d, now)
-		return change{state: result.State, write: result.Changed, history: result.History, cached: true}, err
+		if err != nil {
+			return change{}, err
+		}
+		ch := change{state: result.State, write: result.Changed, history: result.History, cached: true}
+		if _, joins := result.State.Clusters[d.Cluster.UID]; joins && bind != nil {
+			if bind.refusal != nil {
+				return change{}, bind.refusal
+			}
+			ch.binding = bind
+		}
+		return ch, nil
 	})
 	if err != nil {
 		return statemachine.Result{}, err
@@ -253,7 +279,7 @@ func (s *Store) Declare(ctx context.Context, domain string, d statemachine.Decla
 // if it changes anything. It returns the fence after the release.
 func (s *Store) Release(ctx context.Context, domain string, r statemachine.Release, by Actor) (statemachine.ReleaseResult, Snapshot, error) {
 	var result statemachine.ReleaseResult
-	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
+	committed, err := s.update(ctx, domain, by, nil, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Release(cur, r, now)
 		return change{state: result.State, write: result.Outcome == statemachine.Released, history: result.History}, err
@@ -270,7 +296,7 @@ func (s *Store) Release(ctx context.Context, domain string, r statemachine.Relea
 func (s *Store) Revoke(ctx context.Context, domain string, r statemachine.Revocation, by Actor) (statemachine.RevokeResult, Snapshot, error) {
 	r.By = by.Identity
 	var result statemachine.RevokeResult
-	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
+	committed, err := s.update(ctx, domain, by, nil, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Revoke(cur, r, now)
 		return change{state: result.State, write: len(result.History) > 0, history: result.History}, err
@@ -286,7 +312,7 @@ func (s *Store) Revoke(ctx context.Context, domain string, r statemachine.Revoca
 // state machine allows it. It returns the fence after it.
 func (s *Store) Forget(ctx context.Context, domain string, f statemachine.Forgetting, by Actor) (statemachine.ForgetResult, Snapshot, error) {
 	var result statemachine.ForgetResult
-	committed, err := s.update(ctx, domain, by, func(cur statemachine.State, now time.Time) (change, error) {
+	committed, err := s.update(ctx, domain, by, nil, func(cur statemachine.State, now time.Time) (change, error) {
 		var err error
 		result, err = s.machine.Forget(cur, f, now)
 		return change{state: result.State, write: result.Outcome == statemachine.Forgotten, history: result.History}, err
@@ -328,6 +354,12 @@ func (s *Store) Check(ctx context.Context) error {
 // time.
 type step func(cur statemachine.State, now time.Time) (change, error)
 
+// prepare reads what a step needs besides the domain's record, given the
+// record the step will be applied to; it runs before the authority's
+// clocks are read for the step, so that its reads do not age the time
+// the step records.
+type prepare func(ctx context.Context, cur statemachine.State) error
+
 // change is what one step asks the store to write.
 type change struct {
 	// state is the next state.
@@ -343,6 +375,9 @@ type change struct {
 	// history is appended to the domain's history in the same
 	// transaction; it needs write.
 	history []statemachine.HistoryEntry
+	// binding, if set, is written in the same transaction, on the
+	// condition that it did not change since it was read; it needs write.
+	binding *binding
 }
 
 // update runs one read-apply-write cycle on a domain's record: it applies
@@ -353,7 +388,7 @@ type change struct {
 // unavailable etcd is safe for the same reason: if the lost transaction did
 // commit, the record changed and the retry re-applies the request to the
 // state that includes its own effect.
-func (s *Store) update(ctx context.Context, domain string, by Actor, next step) (Snapshot, error) {
+func (s *Store) update(ctx context.Context, domain string, by Actor, prep prepare, next step) (Snapshot, error) {
 	entry := s.entry(domain)
 	if err := entry.lock.Acquire(ctx, 1); err != nil {
 		return Snapshot{}, fmt.Errorf("wait for fence record of domain %q: %w", domain, err)
@@ -364,7 +399,7 @@ func (s *Store) update(ctx context.Context, domain string, by Actor, next step) 
 	retry.InitialInterval, retry.MaxInterval = 25*time.Millisecond, 500*time.Millisecond
 	conflicts, unavailable := 0, 0
 	for {
-		committed, ok, err := s.attempt(ctx, entry, domain, by, next)
+		committed, ok, err := s.attempt(ctx, entry, domain, by, prep, next)
 		switch {
 		case err == nil && ok:
 			return committed, nil
@@ -403,13 +438,18 @@ func (e *stepError) Unwrap() error { return e.err }
 // the committed snapshot and true, or false after a conflict (the entry then
 // caches the record that won). After an error the outcome is unknown, so
 // the cache is dropped and the next attempt reads the record again.
-func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, by Actor, next step) (Snapshot, bool, error) {
+func (s *Store) attempt(ctx context.Context, entry *domainEntry, domain string, by Actor, prep prepare, next step) (Snapshot, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	cur, err := s.current(ctx, entry, domain)
 	if err != nil {
 		entry.cached = nil
 		return Snapshot{}, false, err
+	}
+	if prep != nil {
+		if err := prep(ctx, cur.State); err != nil {
+			return Snapshot{}, false, err
+		}
 	}
 	now, mono := s.clock.Now(), s.monotonic()
 	ch, err := next(entry.leases.judge(cur.State, now, mono, s.machine.LeaseTTL), now)
@@ -458,6 +498,7 @@ func (s *Store) current(ctx context.Context, entry *domainEntry, domain string) 
 func (s *Store) commit(ctx context.Context, cur Snapshot, ch change, by Actor) (Snapshot, bool, error) {
 	domain, state := cur.Domain, ch.state
 	var ops []clientv3.Op
+	conditions := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.stateKey(domain)), "=", cur.Revision)}
 	granting := ch.write && state.Holder != nil && state.Holder.Token == 0
 	cursor := cur.history
 	if ch.write {
@@ -472,6 +513,10 @@ func (s *Store) commit(ctx context.Context, cur Snapshot, ch change, by Actor) (
 		}
 		ops = append(ops, clientv3.OpPut(s.stateKey(domain), string(value)))
 		ops = append(ops, historyOps...)
+		if b := ch.binding; b != nil {
+			conditions = append(conditions, b.cmp)
+			ops = append(ops, b.put)
+		}
 	}
 	if granting {
 		g, err := json.Marshal(grantRecord{
@@ -485,7 +530,7 @@ func (s *Store) commit(ctx context.Context, cur Snapshot, ch change, by Actor) (
 	}
 	start := time.Now()
 	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(s.stateKey(domain)), "=", cur.Revision)).
+		If(conditions...).
 		Then(ops...).
 		Else(clientv3.OpGet(s.domainPrefix(domain), clientv3.WithPrefix())).
 		Commit()
