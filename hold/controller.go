@@ -463,8 +463,13 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, nil
 	}
 	if decision.Kind == "" && step.Action == Nothing {
-		// Of no held kind, and nothing of fencegate's on it.
+		// Of no held kind, and nothing of fencegate's on it to release
+		// now: a record the takeover grace keeps is released when the
+		// grace ends.
 		r.forget(key, "")
+		if _, recorded := obj.GetAnnotations()[RecordAnnotation]; recorded {
+			return reconcile.Result{RequeueAfter: grace}, nil
+		}
 		return reconcile.Result{}, nil
 	}
 	m, wait := r.quiet(key, decision, step)
