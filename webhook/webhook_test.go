@@ -248,12 +248,16 @@ func checkDecision(t *testing.T, f *fixture, enforcement string, status fencesta
 // refused on both endpoints with reason STALE_FENCING_TOKEN and a message
 // naming both tokens; an assertion that is no token is refused as such;
 // a write without one is stamped whatever fencegate.dev/token it sends.
+// Only what the request changes asserts: a token stored before and sent
+// back unchanged is no assertion, and is removed.
 func TestWriteTokens(t *testing.T) {
 	f := newFixture(t, fixtureOptions{fence: &eastActive})
 	stamp := `{"op":"add","path":"/metadata/annotations/fencegate.dev~1epoch","value":"7"},{"op":"add","path":"/metadata/annotations/fencegate.dev~1token","value":"1042"}`
 	removeAssertion := `{"op":"remove","path":"/metadata/annotations/fencegate.dev~1write-token"}`
 	tests := map[string]struct {
 		annotations map[string]string
+		// stored: the old object carries the same annotations.
+		stored      bool
 		wantReason  string // "" when allowed
 		wantMessage []string
 		wantPatch   string
@@ -278,6 +282,11 @@ func TestWriteTokens(t *testing.T) {
 			wantReason:  "Forbidden",
 			wantMessage: []string{`annotation fencegate.dev/write-token is "1042 "`},
 		},
+		"stale token stored before, sent back": {
+			annotations: map[string]string{"fencegate.dev/write-token": "1041"},
+			stored:      true,
+			wantPatch:   "[" + stamp + "," + removeAssertion + "]",
+		},
 		"no assertion, old stored token": {
 			annotations: map[string]string{"fencegate.dev/token": "9"},
 			wantPatch:   "[" + stamp + "]",
@@ -286,7 +295,11 @@ func TestWriteTokens(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			obj := enginetest.Component("billing", "default", tc.annotations)
-			body := enginetest.Review(t, engine.ReviewRequest{UID: "u", Operation: "UPDATE", Username: "alice", Object: obj, OldObject: obj})
+			old := enginetest.Component("billing", "default", nil)
+			if tc.stored {
+				old = obj
+			}
+			body := enginetest.Review(t, engine.ReviewRequest{UID: "u", Operation: "UPDATE", Username: "alice", Object: obj, OldObject: old})
 			for _, path := range []string{webhook.PathValidate, webhook.PathMutate} {
 				resp := f.review(t, path, body)
 				if resp.Allowed != (tc.wantReason == "") {
