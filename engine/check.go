@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fencegate/fencegate/fencestate"
 )
@@ -141,13 +144,25 @@ func probeStates(current *fencestate.State) []fencestate.State {
 
 // try evaluates revision p, before it serves, with serving (its snapshot
 // of the fence state in force, nil before the agent wrote one) and with a
-// snapshot of every other fence status, on the probes: a revision that
-// compiles but fails at evaluation is refused as one that does not
-// compile.
+// snapshot of every other fence status, on every entry point fencegate
+// evaluates: admission on the probes, reconcile on a Component and, when
+// kinds are held, hold on the hold probes. A revision that compiles but
+// fails at evaluation is refused as one that does not compile; so is one
+// without a hold decision while kinds are held.
 func (e *Engine) try(ctx context.Context, p *policy, serving *snapshot) error {
 	probes, err := e.probes()
 	if err != nil {
 		return err
+	}
+	var holds []holdProbe
+	if len(e.holdKinds) > 0 {
+		if p.hold == nil {
+			return fmt.Errorf("kinds are held here (%s), but %w; add the shipped hold.rego (package fencegate.hold) to the policies",
+				joinKinds(e.holdKinds), ErrNoHoldPolicy)
+		}
+		if holds, err = e.holdProbesOf(); err != nil {
+			return err
+		}
 	}
 	var current *fencestate.State
 	var snaps []*snapshot
@@ -177,8 +192,21 @@ func (e *Engine) try(ctx context.Context, p *policy, serving *snapshot) error {
 		if _, err := snap.reconcile(ctx, component, now); err != nil {
 			return fmt.Errorf("the policies fail to reconcile a Component while the fence is %s: %w", status, err)
 		}
+		if err := snap.tryHold(ctx, holds, now); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// joinKinds names held kinds as resource.group, as --hold-kinds takes
+// them.
+func joinKinds(kinds []schema.GroupResource) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // probe decides one review with s; a body that is no AdmissionReview the

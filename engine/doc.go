@@ -1,6 +1,6 @@
 // Package engine embeds OPA: it loads, compiles and hot-reloads the fence
 // policies, holds the data they read (data.fence and data.fencegate.config),
-// and evaluates the admission and reconcile decisions.
+// and evaluates the admission, reconcile and hold decisions.
 //
 // Its decisions and its errors are those of OPA evaluating the policies as
 // written, with the whole AdmissionReview as input and the data in OPA's
@@ -57,10 +57,14 @@
 //
 // Hot reload (watch.go, engine.go, check.go). Start watches the policy
 // directory and the config files, as a ConfigMap volume updates them. A
-// changed revision is compiled and then tried before it serves: on synthetic
-// reviews of each operation and on the last few reviews decided, in every
-// fence status, and on a Component's reconcile decision. A revision that does
-// not compile or fails its trial is refused; the last good revision stays in
-// force and the error is logged, counted in fencegate_policy_reloads_total
-// and shown in PolicyStatus.
+// changed revision is compiled and then tried before it serves, as the
+// first one is by New, on every entry point and in every fence status: on
+// synthetic reviews of each operation and on the last few reviews decided,
+// on a Component's reconcile decision and, when kinds are held
+// (Options.HoldKinds), on the hold decision of synthetic objects of each
+// held kind and of the objects lately decided (holdcheck.go). A revision
+// that does not compile or fails its trial, or lacks the hold decision
+// while kinds are held, is refused; the last good revision stays in force
+// and the error is logged, counted in fencegate_policy_reloads_total and
+// shown in PolicyStatus.
 package engine

@@ -14,6 +14,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 
 	"github.com/fencegate/fencegate/api/fence/rpctypes"
@@ -53,6 +54,14 @@ type Options struct {
 	// Namespaces gives the namespaces' domain labels, for objects that
 	// have none of their own; nil when namespaces name no domains.
 	Namespaces domain.Namespaces
+	// HoldKinds are the resources the hold controller holds (its
+	// --hold-kinds). With any, a revision serves only if its
+	// data.fencegate.hold.decision decides a synthetic object of each of
+	// them, and the objects lately decided, without error in every fence
+	// status: were it missing or failing, nothing would be held and a
+	// fenced cluster's actuators would run. None means the hold decision
+	// is not required, nor tried.
+	HoldKinds []schema.GroupResource
 }
 
 // Engine loads and hot-reloads the policies, holds the fence state the agent
@@ -83,6 +92,10 @@ type Engine struct {
 	status atomic.Pointer[PolicyStatus]
 	// recent are the reviews a reloaded revision is tried on.
 	recent recentReviews
+	// holdKinds are Options.HoldKinds; recentHolds the hold inputs a
+	// reloaded revision is tried on.
+	holdKinds   []schema.GroupResource
+	recentHolds recentHolds
 }
 
 // PolicyStatus describes the policies in force and the last reload.
@@ -116,9 +129,10 @@ type ReloadResult struct {
 }
 
 // New loads and compiles the policies and the config, and tries them on
-// synthetic reviews in every fence status. It fails when they do not
-// compile or fail at evaluation: there is no last good revision to fall
-// back to yet.
+// synthetic reviews, a Component's reconcile and, with HoldKinds, the hold
+// of an object of each held kind, in every fence status. It fails when they
+// do not compile or fail at evaluation: there is no last good revision to
+// fall back to yet.
 func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		policyDir:   opts.PolicyDir,
@@ -126,6 +140,7 @@ func New(opts Options) (*Engine, error) {
 		log:         opts.Logger,
 		clock:       opts.Clock,
 		reloadDelay: opts.ReloadDelay,
+		holdKinds:   slices.Clone(opts.HoldKinds),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_policy_reloads_total",
 			Help: "Policy and config reloads by result (success or error); on error the last good policies stay in force.",

@@ -12,8 +12,9 @@ import (
 
 // holdEntryPoint decides whether an actuator's object is held on this
 // cluster (docs/design.md, "Holding actuators"). It is the one entry point
-// a policy set may leave out: without it nothing can be held, which the
-// hold controller reports when kinds to hold are configured.
+// a policy set may leave out, when no kinds are held (Options.HoldKinds):
+// without it nothing can be held, so with held kinds a revision without it
+// is refused.
 var holdEntryPoint = ast.MustParseRef("data.fencegate.hold.decision")
 
 // ErrNoHoldPolicy is returned by Hold when the policies in force do not
@@ -68,7 +69,11 @@ func (e *Engine) Hold(ctx context.Context, domain string, obj map[string]any) (H
 	if !snap.hasFence {
 		return HoldDecision{}, ErrNotReady
 	}
-	return snap.hold(ctx, domain, obj, now)
+	d, err := snap.hold(ctx, domain, obj, now)
+	if err == nil {
+		e.recentHolds.record(domain, obj, now)
+	}
+	return d, err
 }
 
 // hold evaluates the hold decision with the snapshot's data.
@@ -87,9 +92,9 @@ func (s *snapshot) hold(ctx context.Context, domain string, obj map[string]any, 
 	return holdDecision(rs)
 }
 
-// holdDecision reads the decision object of a result set. A decision that
-// holds must say what: a hold without fields could never be released
-// exactly, so it is an error, not a silent no-op.
+// holdDecision reads the decision object of a result set; a decision not
+// of the shape the hold controller applies (a field outside spec and
+// metadata, say) is an error, not a silent no-op.
 func holdDecision(rs rego.ResultSet) (HoldDecision, error) {
 	value, err := decisionValue(rs, holdEntryPoint.String())
 	if err != nil {

@@ -373,6 +373,7 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err := ctrlmetrics.Registry.Register(o.logMetrics); err != nil {
 		return fmt.Errorf("register the log's metrics: %w", err)
 	}
+	holdKinds, _ := hold.ParseKinds(o.holdKinds) // validate checked them
 	eng, err := engine.New(engine.Options{
 		PolicyDir:  o.policyDir,
 		ConfigFile: o.configFile,
@@ -380,6 +381,9 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 		Namespaces: domain.NewNamespaceLabels(mgr.GetCache(), mgr.GetCache(), mgr.GetAPIReader()),
 		Logger:     logger.WithName("engine"),
 		Registerer: ctrlmetrics.Registry,
+		// A revision whose hold decision fails is refused, at start and
+		// on reload, while kinds are held.
+		HoldKinds: holdKinds,
 	})
 	if err != nil {
 		return fmt.Errorf("load policies: %w", err)
@@ -413,7 +417,6 @@ func (o *runOptions) run(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	holdKinds, _ := hold.ParseKinds(o.holdKinds) // validate checked them
 	var holds fenceobject.Holds
 	if len(holdKinds) > 0 {
 		if holds, err = hold.SetupWithManager(mgr, hold.Options{
