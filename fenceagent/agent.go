@@ -100,6 +100,7 @@ func New(opts Options) (*ClusterFence, error) {
 			self:     fencestate.Cluster{Name: opts.ClusterName, UID: opts.ClusterUID, Epoch: opts.Epoch},
 			instance: opts.Instance,
 			margin:   opts.LeaseMargin,
+			grace:    opts.TakeoverGrace,
 		},
 		log:        opts.Logger.WithValues("domain", opts.Domain, "cluster", opts.ClusterName, "instance", opts.Instance),
 		metrics:    m,

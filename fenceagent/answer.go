@@ -95,6 +95,11 @@ type answer struct {
 	// which the lease counts (see result.leaseFrom).
 	leaseID   uint64
 	leaseSent time.Time
+	// grant is how the holder a grant names got the fence (first,
+	// after_release, after_expiry; empty for a record older than the
+	// field), and acquired when, by the authority's clock.
+	grant    string
+	acquired time.Time
 	// retryAfter is FENCE_ACQUIRING's retry_after_ms.
 	retryAfter time.Duration
 	// highestEpoch is, for CLUSTER_EPOCH_REGRESSED, the highest epoch this
@@ -122,6 +127,10 @@ type answer struct {
 	err error
 }
 
+// grantAfterExpiry is the grant kind of a fence granted once the previous
+// holder's lease ended without a release.
+const grantAfterExpiry = "after_expiry"
+
 // decode turns a DeclareClusterEpoch result into an answer. The gRPC status
 // is found also when the error is wrapped, so that interceptors or client
 // wrappers that add context do not turn a refusal into an unknown error.
@@ -130,6 +139,10 @@ func decode(resp *fencev1.DeclareClusterEpochResponse, err error) answer {
 		a := answer{kind: granted, token: resp.GetToken(), leaseTTL: resp.GetLeaseTtl().AsDuration(), leaseID: resp.GetLeaseDeclarationId(), generation: resp.GetClusterGeneration()}
 		if h := resp.GetHolder(); h != nil {
 			a.holder = fencestate.Cluster{Name: h.GetClusterName(), UID: h.GetClusterUid(), Epoch: h.GetEpoch()}
+			a.grant = h.GetGrant()
+			if t := h.GetAcquireTime(); t != nil {
+				a.acquired = t.AsTime()
+			}
 			if a.token == 0 {
 				a.token = h.GetToken()
 			}

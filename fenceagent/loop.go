@@ -96,6 +96,10 @@ type loop struct {
 	expiry  clock.Timer
 	store   storeStanding
 	lease   leaseStanding
+	// releaseBy is when the lease this instance releases stops being
+	// valid: the end of its last active state. AwaitHandover may wait
+	// until then.
+	releaseBy time.Time
 	// held is the lease the current state acts on, while it is active.
 	held heldLease
 
@@ -420,6 +424,12 @@ func (l *loop) apply(r result) {
 	if a.kind == refusedPermission {
 		l.notePermissionDenied(a)
 	}
+	if l.state.Status == fencestate.Active {
+		// Leaving active or renewing, the lease is valid until the
+		// active state's end: a release waits for the handover until
+		// then at most.
+		l.releaseBy = l.expires
+	}
 	next, expires := l.rules.at(r.epoch).next(l.state, l.expires, a, r.sent, l.clock.Now(), l.staleAfter())
 	written := l.commit(next, expires)
 	switch {
@@ -483,10 +493,47 @@ func (l *loop) startRelease() {
 	if l.lease == releasing {
 		return
 	}
+	handover := l.handover()
+	if handover.await != nil && !handover.until.After(l.clock.Now()) {
+		// The lease's validity is over: this instance no longer acts as
+		// holder, and the authority grants the takeover when the lease
+		// ends. Releasing now could come before this cluster's actuators
+		// are held.
+		if l.lease == holdsLease {
+			l.c.log.Info("fence lease left to end by itself: its validity ended before the actuators were held")
+		}
+		l.lease = noLease
+		return
+	}
 	l.lease = releasing
 	epoch := l.epochs.declared()
-	go func() { l.releases <- l.sendRelease(epoch, l.c.opts.DeclareTimeout) }()
+	go func() { l.releases <- l.sendRelease(epoch, l.c.opts.DeclareTimeout, handover) }()
 }
+
+// handoverWait is what a release waits for before it is sent: the
+// cluster's actuators held (await, given the fenced state), until the
+// lease's validity ends at the latest.
+type handoverWait struct {
+	await func(context.Context, fencestate.State) error
+	state fencestate.State
+	until time.Time
+}
+
+// handover is the wait of a release started now. An instance that was
+// never active in this process (a restarted container of the holder's pod
+// keeps its instance name, and may have a lease from before) may hold a
+// lease of a whole usable TTL.
+func (l *loop) handover() handoverWait {
+	w := handoverWait{await: l.c.opts.AwaitHandover, state: l.state, until: l.releaseBy}
+	if w.until.IsZero() {
+		w.until = l.clock.Now().Add(max(l.leaseTTL-l.c.opts.LeaseMargin, l.c.opts.DeclareTimeout))
+	}
+	return w
+}
+
+// errHandoverUnfinished is a release's end when the cluster's actuators
+// were not held before the lease's validity ended.
+var errHandoverUnfinished = errors.New("the actuators were not all held before the lease's validity ended")
 
 // released takes in the end of a release startRelease sent.
 func (l *loop) released(err error) {
@@ -506,6 +553,10 @@ func (l *loop) released(err error) {
 		// The authority no longer has this cluster as holder: nothing is
 		// left to release.
 		l.lease = noLease
+	case errors.Is(err, errHandoverUnfinished):
+		// Retrying cannot help: the validity is over.
+		l.lease = noLease
+		l.c.log.Error(err, "fence not released", "note", "the cluster taking over is granted when this instance's lease ends, and keeps its actuators held for its takeover grace")
 	default:
 		l.lease = holdsLease
 		l.c.log.Error(err, "fence release failed", "note", "the cluster taking over is granted when this instance's lease ends")
@@ -515,7 +566,15 @@ func (l *loop) released(err error) {
 // sendRelease asks the authority to release this instance's lease, declared
 // at epoch, within timeout. It may run outside the loop: it reads only what
 // never changes.
-func (l *loop) sendRelease(epoch uint64, timeout time.Duration) error {
+func (l *loop) sendRelease(epoch uint64, timeout time.Duration, handover handoverWait) error {
+	if handover.await != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), handover.until.Sub(l.clock.Now()))
+		err := handover.await(ctx, handover.state)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errHandoverUnfinished, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if before := l.c.opts.BeforeRelease; before != nil {
@@ -570,7 +629,10 @@ func (l *loop) shutdown() {
 			"note", "the store did not take the shutdown status, so this process may act as holder until its lease ends")
 		return
 	}
-	err := l.sendRelease(l.epochs.declared(), min(finalReleaseTimeout, l.c.opts.DeclareTimeout))
+	// A process that stops does not wait for the handover: its pod is
+	// going, and the other replicas' leases keep the fence until theirs
+	// release it.
+	err := l.sendRelease(l.epochs.declared(), min(finalReleaseTimeout, l.c.opts.DeclareTimeout), handoverWait{})
 	st, _ := rpctypes.Status(err)
 	switch {
 	case err == nil:

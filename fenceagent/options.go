@@ -31,6 +31,12 @@ const (
 	// cluster: it covers clock rate differences and the time to write the
 	// new status into the policy store.
 	DefaultLeaseMargin = 2 * time.Second
+	// DefaultTakeoverGrace is what fencegate run gives TakeoverGrace: with
+	// the lease margin before the grant, a holder cut off from the
+	// authority has margin + grace to suspend its actuators, about ten
+	// seconds with the chart's 6 s margin, more than suspending 1,000 mixed
+	// objects takes (docs/design.md, "Handover order").
+	DefaultTakeoverGrace = 5 * time.Second
 )
 
 // Options configure a ClusterFence. Zero durations take the defaults above.
@@ -83,6 +89,25 @@ type Options struct {
 	// (a release is never needed for safety: the lease ends by itself),
 	// and the release is retried on the next CLUSTER_FENCED answer.
 	BeforeRelease func(ctx context.Context) error
+	// AwaitHandover, if set, runs before an instance told CLUSTER_FENCED
+	// as holder releases its lease (a takeover, or a revocation), after the
+	// store took the fenced state, and before BeforeRelease: the cluster
+	// taking over is granted once the release is in, so its actuators may
+	// resume only after this cluster's are suspended. It returns nil once
+	// this cluster's actuators are held (fencegate run: the Fence's
+	// Quiesced says every held object is held, and quiet up to a bound). Its
+	// context ends with the validity of the lease being released: past
+	// that the instance no longer acts as holder anyway, and the authority
+	// grants the takeover when the lease ends, so the lease is left to end
+	// by itself, never released early.
+	AwaitHandover func(ctx context.Context, fenced fencestate.State) error
+	// TakeoverGrace is how long a holder granted after the previous
+	// holder's lease expired (a holder cut off from the authority) keeps
+	// its actuators suspended, from the grant's time: that holder began
+	// suspending its own only when its lease's validity ended, a lease
+	// margin before the grant. State.ResumeAtNS says when it ends. Zero
+	// means no grace; docs/design.md ("Handover order") says how to size it.
+	TakeoverGrace time.Duration
 
 	// Clock is the source of time; nil means the real clock.
 	Clock clock.WithTicker
@@ -109,6 +134,7 @@ const (
 	SettingDeclareInterval Setting = "DeclareInterval"
 	SettingDeclareTimeout  Setting = "DeclareTimeout"
 	SettingLeaseMargin     Setting = "LeaseMargin"
+	SettingTakeoverGrace   Setting = "TakeoverGrace"
 )
 
 // SettingError is one problem with the agent's settings. It keeps which
@@ -274,6 +300,7 @@ func (o Options) Validate() error {
 		negative(SettingDeclareTimeout, "declare timeout", o.DeclareTimeout, DefaultDeclareTimeout),
 		shorterTimeout(o.DeclareTimeout, o.DeclareInterval),
 		negative(SettingLeaseMargin, "lease margin", o.LeaseMargin, DefaultLeaseMargin),
+		negative(SettingTakeoverGrace, "takeover grace", o.TakeoverGrace, DefaultTakeoverGrace),
 	} {
 		if err != nil {
 			errs = append(errs, err)

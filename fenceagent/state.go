@@ -21,6 +21,8 @@ type rules struct {
 	instance string
 	// margin is taken off every granted lease.
 	margin time.Duration
+	// grace is the takeover grace after a grant that followed an expiry.
+	grace time.Duration
 }
 
 // at is r for the answer to a declaration of epoch: the state it leads to,
@@ -119,6 +121,13 @@ func (r rules) granted(s fencestate.State, a answer, sent, now time.Time) (fence
 		return s, time.Time{}
 	}
 	s.Status, s.Token, s.ValidUntilNS = fencestate.Active, a.token, validUntil.UnixNano()
+	if a.grant == grantAfterExpiry && r.grace > 0 && !a.acquired.IsZero() {
+		// The previous holder was cut off: it began suspending its
+		// actuators when its validity ended, a margin before this grant,
+		// and has the grace on top. The grant's time is the authority's,
+		// so the grace also covers the offset between the two clocks.
+		s.ResumeAtNS = a.acquired.Add(r.grace).UnixNano()
+	}
 	return s, validUntil
 }
 

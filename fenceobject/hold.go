@@ -20,6 +20,11 @@ type memberLease struct {
 	lease *membership.Lease
 	// hold is the hold the Lease carries as last written.
 	hold membership.Hold
+	// unsure is set when the last write of a hold failed: the API server
+	// may have taken it all the same (an answer lost), and the Lease's
+	// renewals write the hold last asked for, so the Lease may carry
+	// either hold until a write of the hold is known to be taken.
+	unsure bool
 }
 
 // renew makes or renews the Lease, with the hold it carries.
@@ -37,30 +42,35 @@ func (m *memberLease) publish(ctx context.Context, source fencestate.Source, now
 	defer m.mu.Unlock()
 	want := holdOf(source)
 	switch {
+	case m.unsure:
 	case want.Token == m.hold.Token && want.ValidUntil.Equal(m.hold.ValidUntil):
 		return m.hold, nil
 	case want.Token != 0 && want.Token == m.hold.Token && now.Before(refreshAt):
 		return m.hold, nil
 	}
-	if err := m.lease.SetHold(ctx, want); err != nil {
-		return m.hold, err
-	}
-	m.hold = want
-	return want, nil
+	return m.set(ctx, want)
 }
 
-// withdraw removes the hold from the Lease, if it carries one.
+// set writes hold h, and notes whether the Lease is known to carry it.
+func (m *memberLease) set(ctx context.Context, h membership.Hold) (membership.Hold, error) {
+	if err := m.lease.SetHold(ctx, h); err != nil {
+		m.unsure = true
+		return m.hold, err
+	}
+	m.hold, m.unsure = h, false
+	return h, nil
+}
+
+// withdraw removes the hold from the Lease unless the Lease is known to
+// carry none: after a failed write it may carry one, so it writes.
 func (m *memberLease) withdraw(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.hold.Token == 0 {
+	if m.hold.Token == 0 && !m.unsure {
 		return nil
 	}
-	if err := m.lease.SetHold(ctx, membership.Hold{}); err != nil {
-		return err
-	}
-	m.hold = membership.Hold{}
-	return nil
+	_, err := m.set(ctx, membership.Hold{})
+	return err
 }
 
 // release deletes the Lease, and the hold with it.

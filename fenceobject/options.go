@@ -66,6 +66,10 @@ type Options struct {
 	// LeaseDuration is how long an instance's Lease lasts; 0 means
 	// membership.DefaultDuration.
 	LeaseDuration time.Duration
+	// HandoverQuietWait bounds how long AwaitHandover waits, once every
+	// held object is held, for them all to go quiet; 0 means
+	// DefaultHandoverQuietWait.
+	HandoverQuietWait time.Duration
 	// Clock is the source of time; nil means the real clock.
 	Clock clock.WithTicker
 	// Logger receives what goes wrong.
@@ -110,6 +114,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.HandoverQuietWait == 0 {
+		o.HandoverQuietWait = DefaultHandoverQuietWait
 	}
 	var errs []error
 	if o.Client == nil || o.Cache == nil {

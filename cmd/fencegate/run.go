@@ -72,6 +72,8 @@ type runOptions struct {
 	declareInterval time.Duration
 	declareTimeout  time.Duration
 	leaseMargin     time.Duration
+	takeoverGrace   time.Duration
+	handoverQuiet   time.Duration
 	instanceLease   time.Duration
 
 	kubeconfig string
@@ -147,6 +149,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.declareInterval, "declare-interval", fenceagent.DefaultDeclareInterval, "time between two declarations to the authority (jittered)")
 	fs.DurationVar(&o.declareTimeout, "declare-timeout", fenceagent.DefaultDeclareTimeout, "timeout of each declaration")
 	fs.DurationVar(&o.leaseMargin, "lease-margin", fenceagent.DefaultLeaseMargin, "how long before the authority's lease ends this cluster stops acting as holder without a renewal")
+	fs.DurationVar(&o.takeoverGrace, "takeover-grace", fenceagent.DefaultTakeoverGrace, "how long, after a grant that followed the previous holder's lease expiry, this cluster keeps its actuators held, so that the holder cut off from the authority has suspended its own (0: none; see docs/design.md, Handover order)")
+	fs.DurationVar(&o.handoverQuiet, "handover-quiet-wait", fenceobject.DefaultHandoverQuietWait, "how long a holder told to hand the fence over waits, once every held object is held, for them all to go quiet before it releases the fence (within its lease's validity)")
 	fs.DurationVar(&o.instanceLease, "instance-lease-duration", membership.DefaultDuration, "how long this process's Lease in --namespace lasts without renewal: a process that is gone holds the Fence's Enforced condition back no longer (renewed every third of it)")
 
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster service account)")
@@ -200,6 +204,7 @@ var agentSettingFlags = map[fenceagent.Setting]string{
 	fenceagent.SettingDeclareInterval: "declare-interval",
 	fenceagent.SettingDeclareTimeout:  "declare-timeout",
 	fenceagent.SettingLeaseMargin:     "lease-margin",
+	fenceagent.SettingTakeoverGrace:   "takeover-grace",
 }
 
 // agentSettingName names a fence agent setting by its flag and variable; a
@@ -231,6 +236,7 @@ func (o *runOptions) agentOptions() fenceagent.Options {
 		DeclareInterval: o.declareInterval,
 		DeclareTimeout:  o.declareTimeout,
 		LeaseMargin:     o.leaseMargin,
+		TakeoverGrace:   o.takeoverGrace,
 	}
 }
 
@@ -293,6 +299,9 @@ func (o *runOptions) validate() error {
 	}
 	if _, err := hold.ParseKinds(o.holdKinds); err != nil {
 		errs = append(errs, flagError("hold-kinds", "%v", err))
+	}
+	if o.handoverQuiet <= 0 {
+		errs = append(errs, flagError("handover-quiet-wait", "%v: want a positive duration", o.handoverQuiet))
 	}
 	if o.holdQuietFor <= 0 {
 		errs = append(errs, flagError("hold-quiet-for", "%v: want a positive duration", o.holdQuietFor))
@@ -479,6 +488,23 @@ func (d servedDomain) withdrawHold(ctx context.Context) error {
 	return nil
 }
 
+// awaitHandover is the agent's AwaitHandover: the keeper's, which reads
+// the Fence. Before the keeper is made nothing tells that the actuators
+// are held, so the release waits (and the lease ends by itself if ctx
+// ends first).
+func (d servedDomain) awaitHandover(ctx context.Context, fenced fencestate.State) error {
+	for {
+		if k := d.keeper.Load(); k != nil {
+			return k.AwaitHandover(ctx, fenced)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the Fence object's keeper is not started yet: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // newDomains makes the fence agent of every served domain, and returns
 // them with the identity they share (cluster UID and instance). It reads
 // the API server before the manager starts: the cluster UID (without
@@ -526,6 +552,7 @@ func (o *runOptions) newAgent(ctx context.Context, api client.Client, identity f
 	opts.Logger = logger
 	opts.Registerer = d.registerer
 	opts.BeforeRelease = d.withdrawHold
+	opts.AwaitHandover = d.awaitHandover
 	fence, err := fenceobject.Ensure(ctx, api, api, d.name)
 	if err != nil {
 		return nil, err
@@ -620,21 +647,22 @@ func (o *runOptions) addEveryReplica(mgr manager.Manager, eng *engine.Engine, do
 // it applies, the leader writes the rest.
 func (o *runOptions) addFenceObject(mgr manager.Manager, d servedDomain, instance string, eng *engine.Engine, authority fencev1.FenceServiceClient, marks *controller.Marks, holds fenceobject.Holds) error {
 	keeper, err := fenceobject.New(fenceobject.Options{
-		Client:        mgr.GetClient(),
-		Cache:         mgr.GetCache(),
-		Domain:        d.name,
-		Namespace:     o.namespace,
-		Instance:      instance,
-		FloorEpoch:    o.epoch,
-		Fence:         d.fence,
-		Agent:         d.agent,
-		Authority:     authority,
-		Policy:        eng,
-		Marks:         marks,
-		Holds:         holds,
-		LeaseDuration: o.instanceLease,
-		Logger:        d.logger.WithName("fence-object"),
-		Registerer:    d.registerer,
+		Client:            mgr.GetClient(),
+		Cache:             mgr.GetCache(),
+		Domain:            d.name,
+		Namespace:         o.namespace,
+		Instance:          instance,
+		FloorEpoch:        o.epoch,
+		Fence:             d.fence,
+		Agent:             d.agent,
+		Authority:         authority,
+		Policy:            eng,
+		Marks:             marks,
+		Holds:             holds,
+		LeaseDuration:     o.instanceLease,
+		HandoverQuietWait: o.handoverQuiet,
+		Logger:            d.logger.WithName("fence-object"),
+		Registerer:        d.registerer,
 	})
 	if err != nil {
 		return err
