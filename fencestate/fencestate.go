@@ -105,7 +105,8 @@ type State struct {
 	// EpochRefused is set while the authority refuses the epoch the agent
 	// was asked to declare and the agent goes on declaring the last epoch
 	// it had accepted (Cluster.Epoch); nil otherwise.
-	EpochRefused *EpochRefusal `json:"epoch_refused,omitempty"`	// ResumeAtNS is when (Unix nanoseconds) this cluster's actuators may
+	EpochRefused *EpochRefusal `json:"epoch_refused,omitempty"`
+	// ResumeAtNS is when (Unix nanoseconds) this cluster's actuators may
 	// resume after a grant that followed the previous holder's lease
 	// expiry (a holder cut off from the authority): that holder began
 	// suspending its own actuators only when its lease ran out, and is
