@@ -143,7 +143,7 @@ func TestClientJudgesTheWrittenObjectsDomain(t *testing.T) {
 			u.SetNamespace("shop")
 			u.SetName("in-shop")
 			u.SetLabels(map[string]string{writtenLabel: "apply"})
-			return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("lab"))
+			return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("lab"), client.ForceOwnership)
 		}},
 		{name: "status update in shop", ns: "shop", object: "shop-status", do: func(ctx context.Context) error {
 			return c.Status().Update(ctx, stored("shop", "shop-status"))
@@ -356,6 +356,9 @@ func TestDefaultDomainAndUnfencedKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	create := func(name string) error { return c.Create(l.ctx, widget("default", name, "")) }
+	if !l.mgr.GetCache().WaitForCacheSync(l.ctx) {
+		t.Fatal("the manager's cache never synced")
+	}
 	// No Fence: the default domain is not known.
 	var fenced *gate.FencedError
 	if err := create("no-fence"); !errors.As(err, &fenced) || fenced.Hold.Reason != fencegatev1alpha1.ReasonFenceUnknown || !strings.Contains(err.Error(), "Options.Domain") {

@@ -351,7 +351,10 @@ func (g *Gate) liveUntil(ctx context.Context, d string, token int64) time.Time {
 		if !ok || h.Token != token || l.Spec.RenewTime == nil {
 			continue
 		}
-		if end := holdEnd(h.ValidUntil, l.Spec.RenewTime.Time, g.observed.at(l), g.opts.ClockSkew); end.After(until) {
+		// renewTime is stored to the microsecond, cut, not rounded: the
+		// renewal may have been up to a microsecond later.
+		renewed := l.Spec.RenewTime.Add(time.Microsecond)
+		if end := holdEnd(h.ValidUntil, renewed, g.observed.at(l), g.opts.ClockSkew); end.After(until) {
 			until = end
 		}
 	}
