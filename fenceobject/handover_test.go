@@ -117,7 +117,9 @@ func TestWithdrawAfterALostWrite(t *testing.T) {
 	state := fencestate.State{Status: fencestate.Fenced}
 	k := testKeeper(t, lossy, "payments", "a", clk, &state, &recordingAgent{})
 	i := testInstance(k)
-	i.publishHold(ctx) // makes the Lease, with no hold
+	if _, err := k.member.renew(ctx); err != nil { // makes the Lease, with no hold
+		t.Fatal(err)
+	}
 	state = fencestate.State{Status: fencestate.Active, Token: 42, ValidUntilNS: clk.Now().Add(9 * time.Second).UnixNano()}
 	lossy.loseAnswer = true
 	i.publishHold(ctx) // the API server takes the hold; the answer is lost
