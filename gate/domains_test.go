@@ -269,8 +269,8 @@ func TestReconcilerJudgesAGoneObjectByItsOwnLabel(t *testing.T) {
 		calls := inner.called()
 		return calls[len(calls)-1].localOnly, nil
 	}); err != nil {
-		calls := inner.called()
-		t.Errorf("the gone widget labelled payments was reconciled %d times, last %+v; want LocalOnly (payments is the other cluster's)", len(calls), calls[len(calls)-1])
+		calls := append([]call{{}}, inner.called()...)
+		t.Errorf("the gone widget labelled payments was reconciled %d times, last %+v; want LocalOnly (payments is the other cluster's)", len(calls)-1, calls[len(calls)-1])
 	}
 	// An object never seen is judged by its namespace: default, held.
 	inner.mu.Lock()
