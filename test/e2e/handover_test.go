@@ -40,9 +40,9 @@ const (
 	// handoverJobs is how many CronJobs each cluster runs in
 	// TestHandoverOrder: the number the overlap was first measured with.
 	handoverJobs = 300
-	// handoverLease is the authority's lease: the cut-off handover waits
-	// for it to end, so it is short, yet long enough for the agents'
-	// heartbeat (5s) and margin (2s).
+	// handoverLease is the authority's lease in TestHandoverOrder: the
+	// cut-off handover waits for it to end, so it is short, yet long
+	// enough for the agents' heartbeat (5s) and margin (2s).
 	handoverLease = 10 * time.Second
 	// handoverSettle bounds each wait for both clusters to stand still:
 	// every Fence enforced and every CronJob held or released.
@@ -51,14 +51,15 @@ const (
 
 // startHandoverStack starts two clusters, east holding the fence and west
 // fenced, whose fencegate holds CronJobs, each process reaching the
-// authority through a proxy that can cut it off; and a watch of the
-// handover CronJobs on each cluster, by name.
-func startHandoverStack(tb testing.TB, ctx context.Context) (*stack.Stack, map[string]*suspendWatch) {
+// authority through a proxy that can cut it off, with the authority's
+// lease lease (its default when zero); and a watch of the handover
+// CronJobs on each cluster, by name.
+func startHandoverStack(tb testing.TB, ctx context.Context, lease time.Duration) (*stack.Stack, map[string]*suspendWatch) {
 	tb.Helper()
 	s := stack.StartForTest(tb, ctx, stack.Options{
 		Clusters:         []stack.ClusterSpec{{Name: "east", Epoch: 1}, {Name: "west", Epoch: 1}},
 		MTLS:             true,
-		LeaseTTL:         handoverLease,
+		LeaseTTL:         lease,
 		HoldKinds:        []string{"cronjobs.batch"},
 		AuthorityProxies: true,
 		Say:              tb.Logf,
@@ -424,7 +425,10 @@ func handOver(tb testing.TB, ctx context.Context, s *stack.Stack, watches map[st
 // ended, and returns when it ended.
 func waitLeaseEnd(tb testing.TB, ctx context.Context, s *stack.Stack, holder string) time.Time {
 	tb.Helper()
-	deadline := time.Now().Add(3 * handoverLease)
+	// Three of the default lease: longer than any lease a stack here
+	// grants.
+	const within = 45 * time.Second
+	deadline := time.Now().Add(within)
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		resp, err := s.Fence.GetFence(callCtx, &fencev1.GetFenceRequest{Domain: "default"})
@@ -439,20 +443,21 @@ func waitLeaseEnd(tb testing.TB, ctx context.Context, s *stack.Stack, holder str
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			tb.Fatalf("%s's lease did not end within %s of the cut: %v", holder, 3*handoverLease, err)
+			tb.Fatalf("%s's lease did not end within %s of the cut: %v", holder, within, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// granted is when the authority granted the fence to h.to, and the token.
-func (h *handover) granted() (time.Time, uint64, bool) {
+// grant is the authority's grant of the fence to h.to, nil if its history
+// has none.
+func (h *handover) grant() *fencev1.FenceHistoryEvent {
 	for _, e := range h.history {
 		if e.GetType() == fencev1.FenceHistoryEventType_FENCE_HISTORY_EVENT_TYPE_GRANTED && e.GetClusterName() == h.to {
-			return e.GetTime().AsTime(), e.GetToken(), true
+			return e
 		}
 	}
-	return time.Time{}, 0, false
+	return nil
 }
 
 // extreme is the earliest (first) or the latest CronJob of times.
@@ -596,6 +601,38 @@ func (h *handover) timeline() string {
 	return b.String()
 }
 
+// summary is the handover on one line: when, from the failover's start,
+// the fence was granted, the old holder held its last CronJob and the new
+// holder released its first and last, and the overlap or the gap.
+func (h *handover) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s → %s:", h.kind(), h.from, h.to)
+	since := func(t time.Time) string { return fmt.Sprintf("%+.3fs", t.Sub(h.failoverStart).Seconds()) }
+	if h.cutOff {
+		fmt.Fprintf(&b, " cut %s, lease ended %s,", since(h.cut), since(h.leaseEnded))
+	}
+	if g := h.grant(); g != nil {
+		fmt.Fprintf(&b, " granted %s (%s),", since(g.GetTime().AsTime()), g.GetGrant())
+	}
+	if len(h.held) > 0 {
+		_, at := extreme(h.held, false)
+		fmt.Fprintf(&b, " last hold %s,", since(at))
+	}
+	if len(h.released) > 0 {
+		_, first := extreme(h.released, true)
+		_, last := extreme(h.released, false)
+		fmt.Fprintf(&b, " first release %s, all released %s,", since(first), since(last))
+	}
+	fmt.Fprintf(&b, " failover returned %s", since(h.failoverEnd))
+	switch d, ok := h.overlap(); {
+	case ok && d >= 0:
+		fmt.Fprintf(&b, "; OVERLAP %d ms", d.Milliseconds())
+	case ok:
+		fmt.Fprintf(&b, "; gap %d ms", (-d).Milliseconds())
+	}
+	return b.String()
+}
+
 // TestHandoverOrder: on two real control planes, each running 300
 // CronJobs, both API servers are watched while the fence moves, and the
 // old holder's last hold must come before the new holder's first release,
@@ -608,7 +645,7 @@ func (h *handover) timeline() string {
 func TestHandoverOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, watches := startHandoverStack(t, ctx)
+	s, watches := startHandoverStack(t, ctx, handoverLease)
 	created := time.Now()
 	createHandoverJobs(t, ctx, s, 0, handoverJobs)
 	settle(t, ctx, s, watches, "east", "west", handoverJobs)
@@ -721,6 +758,9 @@ func TestHandoverVerdict(t *testing.T) {
 			}
 			if !strings.Contains(timeline, want) {
 				t.Errorf("the timeline does not say %q:\n%s", want, timeline)
+			}
+			if summary := h.summary(); tt.measured && !strings.Contains(summary, want) {
+				t.Errorf("the summary does not say %q: %s", want, summary)
 			}
 		})
 	}
