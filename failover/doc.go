@@ -3,7 +3,11 @@
 // Fences, raises the target's spec.epoch above the holder's epoch and, if
 // asked to, follows both objects until the target holds the fence and
 // enforces it and the old holder is fenced and enforces that, printing a
-// timeline of what it saw. The decisions — which epoch to ask for, whether
-// the authority would take so large a step, what an observed status means —
-// are pure functions of the objects (Plan, Progress); Run does the I/O.
+// timeline of what it saw, in the handover's order: the old holder told,
+// stopped admitting and holding its actuators, the fence granted, the new
+// holder resuming its actuators, both sides re-marked. The decisions do no
+// I/O: which epoch to ask for and whether the authority would take so large
+// a step are pure functions of the objects (Plan); what an observed status
+// means is decided by Progress from the objects and the steps it saw
+// before, which it records; Run does the I/O.
 package failover

@@ -39,8 +39,10 @@ type fence struct {
 	// undecided adds EpochAccepted Unknown (EpochPending) at the Fence's
 	// generation.
 	undecided bool
-	// quiesced adds the Quiesced condition, "status/reason".
+	// quiesced adds the Quiesced condition, "status/reason", and two held
+	// objects, or none with heldNone.
 	quiesced string
+	heldNone bool
 }
 
 func (b fence) build() *fencegatev1alpha1.Fence {
@@ -82,6 +84,9 @@ func (b fence) build() *fencegatev1alpha1.Fence {
 			Type: fencegatev1alpha1.ConditionQuiesced, Status: metav1.ConditionStatus(status), Reason: reason, Message: "the hold controller's words",
 		})
 		f.Status.Held = &fencegatev1alpha1.FenceHeld{Held: 2, Summary: "2/2 quiet"}
+		if b.heldNone {
+			f.Status.Held = &fencegatev1alpha1.FenceHeld{Summary: "0/0 quiet"}
+		}
 	}
 	for i, s := range b.replicas {
 		f.Status.Instances = append(f.Status.Instances, fencegatev1alpha1.FenceInstance{Name: b.name + "-" + string(rune('a'+i)), State: s})
@@ -300,14 +305,21 @@ func TestProgress(t *testing.T) {
 			withHolder: true,
 			seq: []obs{
 				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "False/HoldsPending"; return b }(), steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepGranted, failover.StepTargetMarked}, done: true},
-				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "False/NotQuiet"; return b }(), done: true},
+				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "False/NotQuiet"; return b }(), steps: []failover.Step{failover.StepHolderHeld}, done: true},
 				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "True/Quiesced"; return b }(), steps: []failover.Step{failover.StepHolderQuiesced}, done: true, quiesced: true},
 			},
 		},
 		"an old holder that holds no actuators has nothing to quiesce": {
 			withHolder: true,
 			seq: []obs{
-				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "Unknown/NoHeldKinds"; return b }(), steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepHolderQuiesced, failover.StepGranted, failover.StepTargetMarked}, done: true, quiesced: true},
+				{target: westDone, holder: func() fence { b := eastDone; b.quiesced = "Unknown/NoHeldKinds"; return b }(), steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepHolderHeld, failover.StepHolderQuiesced, failover.StepGranted, failover.StepTargetMarked}, done: true, quiesced: true},
+			},
+		},
+		"the new holder resumes its actuators once it holds none, not during its takeover grace": {
+			withHolder: true,
+			seq: []obs{
+				{target: func() fence { b := westDone; b.quiesced = "False/FenceHeld"; return b }(), holder: eastDone, steps: []failover.Step{failover.StepDeclared, failover.StepHolderTold, failover.StepHolderStopped, failover.StepHolderMarked, failover.StepGranted, failover.StepTargetMarked}, done: true},
+				{target: func() fence { b := westDone; b.quiesced = "False/FenceHeld"; b.heldNone = true; return b }(), holder: eastDone, steps: []failover.Step{failover.StepTargetResumed}, done: true},
 			},
 		},
 		"the holder's actuators act while it holds the fence": {

@@ -37,6 +37,18 @@ const (
 	// StepHolderQuiesced: every actuator object the old holder holds has
 	// gone quiet (its Fence's Quiesced condition), or it holds none.
 	StepHolderQuiesced
+	// StepHolderHeld: the old holder has held every actuator object of
+	// the domain (some may still be going quiet): in a planned handover it
+	// comes before the grant, since the old holder releases the fence only
+	// then.
+	StepHolderHeld
+	// StepTargetResumed: the target holds the fence and holds none of its
+	// actuators any more (after its takeover grace, when it was granted
+	// after the old holder's lease expired).
+	StepTargetResumed
+
+	// stepCount counts the steps.
+	stepCount
 )
 
 // names of the steps, as the timeline prints them.
@@ -48,6 +60,8 @@ var stepNames = [...]string{
 	StepHolderMarked:   "old holder re-marked",
 	StepTargetMarked:   "new holder re-marked",
 	StepHolderQuiesced: "old holder quiesced",
+	StepHolderHeld:     "old holder held its actuators",
+	StepTargetResumed:  "new holder resumed its actuators",
 }
 
 func (s Step) String() string { return stepNames[s] }
@@ -94,7 +108,7 @@ type Progress struct {
 	// new generation; it is no answer to Epoch.
 	StaleRefusal string
 
-	seen [StepHolderQuiesced + 1]bool
+	seen [stepCount]bool
 }
 
 // Observation is what Observe makes of the Fences.
@@ -153,6 +167,12 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 			see(StepHolderMarked, "%s: %s", hname, components(h))
 		}
 		if q := condition(holder, fencegatev1alpha1.ConditionQuiesced); p.seen[StepHolderTold] && fencedBy(holder, name) {
+			switch q.Reason {
+			case fencegatev1alpha1.ReasonQuiesced, fencegatev1alpha1.ReasonNotQuiet:
+				see(StepHolderHeld, "%s: %s held objects", hname, heldObjects(h))
+			case fencegatev1alpha1.ReasonNoHeldKinds:
+				see(StepHolderHeld, "%s holds no actuators (no kinds held)", hname)
+			}
 			switch {
 			case q.Status == metav1.ConditionTrue:
 				see(StepHolderQuiesced, "%s: %s held objects, all quiet", hname, heldObjects(h))
@@ -164,6 +184,14 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 	holding := meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionHolding) && declared
 	if holding {
 		see(StepGranted, "%s holds the fence at epoch %d, token %d", name, st.Epoch, st.Token)
+	}
+	if holding {
+		switch {
+		case st.Held != nil && st.Held.Held == 0:
+			see(StepTargetResumed, "%s holds none of its actuators", name)
+		case condition(target, fencegatev1alpha1.ConditionQuiesced).Reason == fencegatev1alpha1.ReasonNoHeldKinds:
+			see(StepTargetResumed, "%s holds no actuators (no kinds held)", name)
+		}
 	}
 	if holding && st.ObservedGeneration >= p.Generation && meta.IsStatusConditionTrue(st.Conditions, fencegatev1alpha1.ConditionEnforced) {
 		see(StepTargetMarked, "%s: %s", name, components(st))
