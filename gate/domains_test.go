@@ -41,10 +41,13 @@ func underReconcile(l *lab, r reconcile.Reconciler, name string) error {
 type blockingCreates struct {
 	client.Client
 	block string
+	// entered is told when a blocked create begins.
+	entered chan struct{}
 }
 
 func (b *blockingCreates) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	if obj.GetName() == b.block {
+		b.entered <- struct{}{}
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}
@@ -75,7 +78,7 @@ func TestClientJudgesTheWrittenObjectsDomain(t *testing.T) {
 	l := newLab(t, func(l *lab) {
 		r = l.gate.Reconciler(&Widget{}, funcReconciler(func(ctx context.Context, _ reconcile.Request) error { return do(ctx) }))
 	})
-	blocking := &blockingCreates{Client: l.cp.Client, block: "in-flight"}
+	blocking := &blockingCreates{Client: l.cp.Client, block: "in-flight", entered: make(chan struct{}, 1)}
 	c, err := l.gate.Client(blocking, &Widget{})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +217,11 @@ func TestClientJudgesTheWrittenObjectsDomain(t *testing.T) {
 		return nil
 	}
 	go func() { _ = underReconcile(l, r, "own") }()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-blocking.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the write into payments never left the gate")
+	}
 	l.fence("payments", "fenced", 61)
 	select {
 	case got := <-ended:

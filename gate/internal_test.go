@@ -8,15 +8,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/internal/envflag"
@@ -226,7 +225,7 @@ func (forbidden) List(context.Context, client.ObjectList, ...client.ListOption) 
 // configurations logs it once, reports no kind, and goes on.
 func TestWebhookCheckSurvivesRBAC(t *testing.T) {
 	var logged []string
-	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	log := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
 	w := &webhookCheck{reader: forbidden{}, gauge: newUnfencedKinds(), log: log, again: make(chan struct{}, 1),
 		kinds: map[schema.GroupVersionKind]bool{{Group: "batch", Version: "v1", Kind: "CronJob"}: true}, unfenced: map[schema.GroupVersionKind]bool{}}
 	for range 3 {

@@ -40,8 +40,8 @@ func newObservations(c clock.PassiveClock) *observations {
 func (o *observations) transform(obj any) (any, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		// A tombstone: nothing to date.
-		return obj, nil //nolint:nilerr // not an object of its own
+		// A tombstone: nothing to date, and nothing wrong.
+		return obj, nil
 	}
 	key := m.GetNamespace() + "/" + m.GetName()
 	now := o.clock.Now()
