@@ -136,7 +136,7 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 		}
 	}
 	setCondition(&st.Conditions, enforced, now)
-	quiesced, held := quiescedOf(s, in.Holds, old.Held)
+	quiesced, held := quiescedOf(s, in.Holds, old.Held, in.Now)
 	setCondition(&st.Conditions, quiesced, now)
 	st.Held = held
 	return st
@@ -146,7 +146,7 @@ func Desired(old fencegatev1alpha1.ClusterFenceStatus, in Inputs) fencegatev1alp
 // controller's progress. The counts are those decided for state s only
 // once every object is decided: midway they mix two states, and the old
 // counts stay.
-func quiescedOf(s fencestate.State, p *hold.Progress, old *fencegatev1alpha1.FenceHeld) (metav1.Condition, *fencegatev1alpha1.FenceHeld) {
+func quiescedOf(s fencestate.State, p *hold.Progress, old *fencegatev1alpha1.FenceHeld, now time.Time) (metav1.Condition, *fencegatev1alpha1.FenceHeld) {
 	c := metav1.Condition{Type: fencegatev1alpha1.ConditionQuiesced, Status: metav1.ConditionFalse}
 	if p == nil {
 		c.Status, c.Reason = metav1.ConditionUnknown, fencegatev1alpha1.ReasonNoHeldKinds
@@ -179,6 +179,10 @@ func quiescedOf(s fencestate.State, p *hold.Progress, old *fencegatev1alpha1.Fen
 		unserved = fmt.Sprintf("; the API server serves none of %s", strings.Join(p.Unserved, ", "))
 	}
 	switch {
+	case s.Status == fencestate.Active && s.ResumeAtNS > now.UnixNano():
+		c.Reason = fencegatev1alpha1.ReasonFenceHeld
+		c.Message = fmt.Sprintf("this cluster holds the fence; its actuators stay held until %s, the takeover grace after the previous holder's lease expired",
+			time.Unix(0, s.ResumeAtNS).UTC().Format(time.RFC3339))
 	case s.Status == fencestate.Active:
 		c.Reason = fencegatev1alpha1.ReasonFenceHeld
 		c.Message = "this cluster holds the fence: its actuators act"

@@ -520,6 +520,11 @@ func TestDesiredQuiesced(t *testing.T) {
 			state: active, holds: &hold.Progress{Resolved: true, Kinds: []hold.KindProgress{{Kind: "CronJob.batch", Started: true, Key: active.Key(), Total: 5}}},
 			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonFenceHeld, held: "0/0 quiet",
 		},
+		"the holder's actuators stay held during its takeover grace": {
+			state: func() fencestate.State { s := active; s.ResumeAtNS = t0.Add(time.Hour).UnixNano(); return s }(),
+			holds: &hold.Progress{Resolved: true, Kinds: []hold.KindProgress{{Kind: "CronJob.batch", Started: true, Key: active.Key(), Total: 5, Held: 5}}},
+			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonFenceHeld, message: "stay held until", held: "0/5 quiet",
+		},
 		"a kind the API server does not serve is named": {
 			state: fenced, holds: func() *hold.Progress {
 				p := kinds(fenced, 1, 1)
