@@ -521,8 +521,8 @@ func TestDesiredQuiesced(t *testing.T) {
 			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonFenceHeld, held: "0/0 quiet",
 		},
 		"the holder's actuators stay held during its takeover grace": {
-			state: func() fencestate.State { s := active; s.ResumeAtNS = t0.Add(time.Hour).UnixNano(); return s }(),
-			holds: &hold.Progress{Resolved: true, Kinds: []hold.KindProgress{{Kind: "CronJob.batch", Started: true, Key: active.Key(), Total: 5, Held: 5}}},
+			state:  func() fencestate.State { s := active; s.ResumeAtNS = t0.Add(time.Hour).UnixNano(); return s }(),
+			holds:  &hold.Progress{Resolved: true, Kinds: []hold.KindProgress{{Kind: "CronJob.batch", Started: true, Key: active.Key(), Total: 5, Held: 5}}},
 			status: metav1.ConditionFalse, reason: fencegatev1alpha1.ReasonFenceHeld, message: "stay held until", held: "0/5 quiet",
 		},
 		"a kind the API server does not serve is named": {
