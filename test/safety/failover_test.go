@@ -2,12 +2,16 @@ package safety
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 
 	"github.com/fencegate/fencegate/authority/authoritytest"
 )
@@ -23,6 +27,9 @@ const (
 	replicasEnv = "FENCEGATE_SAFETY_REPLICAS"
 	// defaultRuns keeps the test well under two minutes.
 	defaultRuns = 20
+	// minRunsForCases is the number of histories from which every
+	// nemesis must have reached its case at least once.
+	minRunsForCases = 20
 )
 
 // seeds returns the seeds of the histories to run.
@@ -43,9 +50,11 @@ func seeds(t *testing.T) []uint64 {
 		}
 		runs = n
 	}
+	// Each scenario in turn (a seed's scenario is the seed modulo
+	// scenarios), so that every one is played in a fair share.
 	out := make([]uint64, runs)
 	for i := range out {
-		out[i] = rand.Uint64()
+		out[i] = rand.Uint64()/uint64(scenarios)*uint64(scenarios) + uint64(i)%uint64(scenarios)
 	}
 	return out
 }
@@ -77,6 +86,41 @@ func unsafe(sched schedule, h History, r Report, replay string) string {
 	return b.String()
 }
 
+// linearizabilityTimeout bounds the Porcupine check of one history: a
+// history with many calls of unknown outcome can take the checker long,
+// and an Unknown result is counted, not failed.
+const linearizabilityTimeout = 10 * time.Second
+
+// judgement is everything the checkers found in one history.
+type judgement struct {
+	admissions Report
+	actions    ActionReport
+	calls      Linearizability
+}
+
+// judge runs every checker on h: the admissions, the actions against each
+// other and against the authority's grants, and the authority's answers
+// for linearizability.
+func judge(h History) judgement {
+	j := judgement{
+		admissions: Check(h.Admissions),
+		actions:    CheckActions(h.Actions, h.Grants, h.Granted, takeoverGrace),
+		calls:      CheckLinearizable(h.Calls, linearizabilityTimeout),
+	}
+	return j
+}
+
+// violations are all the rules h broke, as one Report for unsafe.
+func (j judgement) violations() Report {
+	r := j.admissions
+	r.Violations = append(slices.Clone(r.Violations), j.actions.Violations...)
+	if j.calls.Result == porcupine.Illegal {
+		r.Violations = append(r.Violations, Violation{Rule: RuleNotLinearizable, Detail: fmt.Sprintf(
+			"the %d declarations and releases (%d of unknown outcome) are no linearizable history of one fence per domain", j.calls.Calls, j.calls.Unknown)})
+	}
+	return r
+}
+
 // TestRandomizedFailover plays randomized histories of epoch raises,
 // authority restarts, partitions, operators and hostile callers, authority
 // replicas' clocks set apart and stepped, and copies of clusters restored
@@ -91,19 +135,66 @@ func TestRandomizedFailover(t *testing.T) {
 	bodies := reviews(t)
 	list, pods := seeds(t), replicas(t)
 	var total Report
+	// reached counts, by case, the histories in which a nemesis reached
+	// the case it exists for.
+	reached := map[string]int{}
+	var actions, judged, calls, unknownCalls, undecided, runsActed, writes, fencedWrites, cancelled, refusedWrites, holdErrors, resumeWaits, awaited, awaitTimeouts, withdrawalsRefused int64
+	var leaseFailures, brokenReloads, refusedReloads, relabels, acrossHolders, failbacks int64
 	steps, events, denied, stale, multi, manyDomains, restored, toCopies, quick, kept, balanced := 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 	kinds := map[stepKind]int{}
 	began := time.Now()
 	for i, seed := range list {
 		sched := plan(seed, pods, nemeses{clocks: true, restores: true})
+		playing := time.Now()
 		h := newRun(t, srv, sched, bodies, nil).play()
-		r := Check(h.Admissions)
+		played := time.Since(playing)
+		j := judge(h)
+		t.Logf("played in %s, judged in %s", played.Round(time.Millisecond), (time.Since(playing) - played).Round(time.Millisecond))
+		r := j.admissions
 		total.Admissions += r.Admissions
 		total.Tokens += r.Tokens
 		total.Handovers += r.Handovers
 		total.InFlight += r.InFlight
 		total.Asserted += r.Asserted
 		stale += h.Stale
+		actions += int64(j.actions.Actions)
+		judged += int64(j.actions.Judged)
+		calls += int64(j.calls.Calls)
+		unknownCalls += int64(j.calls.Unknown)
+		if j.calls.Result == porcupine.Unknown {
+			undecided++
+		}
+		c := h.Counts
+		runsActed += c.Runs
+		writes += c.Writes
+		fencedWrites += c.FencedWrites
+		cancelled += c.CancelledWrites
+		refusedWrites += c.RefusedWrites
+		holdErrors += c.HoldErrors
+		resumeWaits += c.ResumeWaits
+		awaited += c.HandoversAwaited
+		awaitTimeouts += c.HandoverTimeouts
+		withdrawalsRefused += c.WithdrawalsRefused
+		leaseFailures += c.LeaseFailures
+		brokenReloads += c.BrokenReloads
+		refusedReloads += c.RefusedReloads
+		relabels += c.Relabels
+		acrossHolders += c.AcrossHolders
+		failbacks += c.Failbacks
+		for what, ok := range map[string]bool{
+			"a late commit refused as stale":                               h.Stale > 0,
+			"a failover to a restored copy":                                c.CopyHeld,
+			"a holder that could not withdraw its Lease's hold":            c.WithdrawalsRefused > 0,
+			"a grant after an expiry whose holder waited out the grace":    c.ResumeWaits > 0,
+			"a broken hold policy refused by every engine told to load it": c.BrokenReloads > 0 && c.RefusedReloads == c.BrokenReloads,
+			"a namespace relabelled between domains of two holders":        c.AcrossHolders > 0,
+			"a holder that released once its objects were held":            c.HandoversAwaited > 0,
+			"a gated write cancelled when its hold ended":                  c.CancelledWrites > 0,
+		} {
+			if ok {
+				reached[what]++
+			}
+		}
 		steps += len(sched.steps)
 		for _, st := range sched.steps {
 			kinds[st.kind]++
@@ -131,9 +222,10 @@ func TestRandomizedFailover(t *testing.T) {
 		kept += h.KeptLeases
 		events += len(h.Events)
 		denied += h.Denied
-		t.Logf("history %d/%d, seed %d: %d pod(s) per cluster, %d domain(s), %d steps, %d admitted (%d tokens, %d handovers), %d denied",
-			i+1, len(list), seed, sched.replicas, sched.domains, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied)
-		if len(r.Violations) > 0 {
+		t.Logf("history %d/%d, seed %d: %d pod(s) per cluster, %d domain(s), %d steps, %d admitted (%d tokens, %d handovers), %d denied, %d actions (%d judged against the grants), %d calls to the authority %s",
+			i+1, len(list), seed, sched.replicas, sched.domains, len(sched.steps), r.Admissions, r.Tokens, r.Handovers, h.Denied,
+			j.actions.Actions, j.actions.Judged, j.calls.Calls, j.calls.Result)
+		if r := j.violations(); len(r.Violations) > 0 {
 			replay := fmt.Sprintf("replay its schedule with %s=%d", seedEnv, seed)
 			if pods != 0 {
 				replay += fmt.Sprintf(" %s=%d", replicasEnv, pods)
@@ -146,6 +238,31 @@ func TestRandomizedFailover(t *testing.T) {
 		"%d schedule steps (%d raises, %d in-place failovers, %d partitions, %d authority restarts, %d operators' or hostile callers', %d clock steps, %d backups of which %d restored beside their cluster and %d failed over to), %d events",
 		len(list), multi, manyDomains, quick, quickDeclareInterval, time.Since(began).Round(time.Second), total.Admissions, total.Tokens, total.Handovers, total.InFlight, denied,
 		total.Asserted, stale, kept, balanced, steps, kinds[raise], kinds[failover], kinds[partition], kinds[restart], kinds[operate], kinds[clockStep], kinds[restore], restored, toCopies, events)
+	t.Logf("%d actions checked (%d actuator runs, %d gated writes of which %d cancelled when their hold ended and %d refused by the webhook, %d refused by the gate), %d judged against the authority's grants; "+
+		"%d declarations and releases checked for linearizability (%d of unknown outcome; %d histories too large to decide in %s); "+
+		"%d handovers awaited until the objects were held (%d ran out of lease), %d hold decisions that failed, %d decisions held until the takeover grace ended; "+
+		"nemeses: %d holders whose Lease writes failed (%d withdrawals refused), %d engines told to reload a broken hold policy (%d refused it), %d namespaces relabelled (%d between two holders), %d failbacks",
+		actions, runsActed, writes, cancelled, refusedWrites, fencedWrites, judged,
+		calls, unknownCalls, undecided, linearizabilityTimeout,
+		awaited, awaitTimeouts, holdErrors, resumeWaits,
+		leaseFailures, withdrawalsRefused, brokenReloads, refusedReloads, relabels, acrossHolders, failbacks)
+	for _, what := range slices.Sorted(maps.Keys(reached)) {
+		t.Logf("%s: in %d of %d histories", what, reached[what], len(list))
+	}
+	if len(list) >= minRunsForCases {
+		for _, what := range []string{
+			"a late commit refused as stale", "a failover to a restored copy", "a holder that could not withdraw its Lease's hold",
+			"a grant after an expiry whose holder waited out the grace", "a broken hold policy refused by every engine told to load it",
+			"a namespace relabelled between domains of two holders", "a holder that released once its objects were held",
+		} {
+			if reached[what] == 0 {
+				t.Errorf("no history of %d reached %s: its nemesis never reached the case it exists for", len(list), what)
+			}
+		}
+	}
+	if actions == 0 {
+		t.Error("no cluster acted: the checker of actions had nothing to check")
+	}
 	if total.Admissions == 0 {
 		t.Error("no history admitted anything: the checker had nothing to check")
 	}

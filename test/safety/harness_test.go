@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +27,7 @@ import (
 	"github.com/fencegate/fencegate/fenceagent"
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/tcpproxy"
+	"github.com/fencegate/fencegate/policies"
 )
 
 // tokenAnnotation is the annotation the mutation stamps the fencing token
@@ -128,6 +131,10 @@ type pod struct {
 	// tokens are the fence tokens p admitted under (asserting none), by
 	// domain, in order: what its gated writers decided under.
 	tokens [][]uint64
+	// leaseFails makes every write of the pod's membership Lease fail
+	// (the lease nemesis): its published hold stays as it was, and the
+	// withdrawal before a release fails.
+	leaseFails atomic.Bool
 }
 
 // writerWrap is a test-only change to what the agents write, used to show
@@ -177,6 +184,16 @@ type run struct {
 	serving [][]*pod
 	all     []*pod
 	counter []int
+	// world is the clusters' Kubernetes side: the held objects, their
+	// actuators, the hold controllers and the gated writers.
+	world *world
+	// calls are the agents' declarations and releases.
+	calls callLog
+	// nemeses counts what the nemeses of the actions did.
+	nemeses nemesisCounts
+	// policyDirs are each cluster's policy directory (its ConfigMap),
+	// which the policy nemesis breaks and mends.
+	policyDirs []string
 	// clients are the clients of the operator and the hostile callers,
 	// by identity.
 	clients map[string]fencev1.FenceServiceClient
@@ -216,6 +233,19 @@ func newRun(t *testing.T, srv *lab, sched schedule, bodies []review, wrap writer
 		r.domains = append(r.domains, name)
 		r.bodies = append(r.bodies, inDomain(t, bodies, name))
 	}
+	shipped, err := policies.Shipped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range clusterNames {
+		dir := t.TempDir()
+		for name, src := range shipped {
+			if err := os.WriteFile(filepath.Join(dir, name), src, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.policyDirs = append(r.policyDirs, dir)
+	}
 	for c := range clusterNames {
 		r.generations[c] = make([]uint64, len(r.domains))
 		for d := range r.domains {
@@ -246,6 +276,7 @@ func (r *run) sleepUntil(at time.Duration) {
 // play runs the schedule and returns what happened.
 func (r *run) play() History {
 	r.begin = time.Now()
+	r.world = newWorld(r)
 	for i, clk := range r.srv.clocks {
 		var offset time.Duration
 		if i < len(r.sched.offsets) {
@@ -263,6 +294,7 @@ func (r *run) play() History {
 			r.mu.Unlock()
 		}
 	}
+	r.world.start()
 	for _, st := range r.sched.steps {
 		r.sleepUntil(st.at)
 		for st.awaits != nil && !st.awaits() && r.since() < st.at+overtime {
@@ -288,6 +320,14 @@ func (r *run) play() History {
 			r.event("%s", st)
 		case restore:
 			r.restore(st)
+		case leaseFail:
+			r.leaseFail(st)
+		case brokenPolicy:
+			r.breakPolicy(st)
+		case relabel:
+			r.relabel(st)
+		case failback:
+			r.failback(st)
 		}
 	}
 	r.sleepUntil(r.sched.end)
@@ -300,6 +340,7 @@ func (r *run) play() History {
 	}
 	close(r.ending)
 	r.background.Wait()
+	r.world.end()
 	return r.stop()
 }
 
@@ -330,7 +371,16 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	r.mu.Unlock()
 
 	var err error
-	if p.engine, err = engine.New(engine.Options{Domains: r.domains, Logger: logr.Discard()}); err != nil {
+	// A restored copy is another API server: its policies are its own
+	// (the shipped ones), and its namespaces name the same domains.
+	kc := r.world.clusters[c]
+	policyDir := r.policyDirs[c]
+	if b != nil {
+		policyDir = ""
+	}
+	if p.engine, err = engine.New(engine.Options{
+		Domains: r.domains, Logger: logr.Discard(), PolicyDir: policyDir, Namespaces: namespaceView{kc, kc.gateDelay},
+	}); err != nil {
 		r.t.Errorf("%s: engine: %v", p.name, err)
 		return p
 	}
@@ -371,9 +421,19 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 			writer = r.wrap(writer)
 		}
 		// Each agent calls the replicas in turn on its own.
-		client := clients[0]
+		var client fencev1.FenceServiceClient = &recordingClient{FenceServiceClient: clients[0], r: r}
 		if len(clients) > 1 {
-			client = &callBalancer{FenceServiceClient: clients[0], clients: clients}
+			client = &recordingClient{FenceServiceClient: &callBalancer{FenceServiceClient: clients[0], clients: clients}, r: r}
+		}
+		// The handover order: a holder told CLUSTER_FENCED releases only
+		// once its cluster's hold controller held every object of the
+		// domain, quiet, and its Lease no longer publishes its hold. A
+		// restored copy runs no actuators here.
+		var await func(context.Context, fencestate.State) error
+		before := func(context.Context) error { return nil }
+		if b == nil {
+			await = func(ctx context.Context, _ fencestate.State) error { return kc.awaitHandover(ctx, name) }
+			before = func(context.Context) error { return kc.withdraw(p, d) }
 		}
 		agent, err := fenceagent.New(fenceagent.Options{
 			Client:          client,
@@ -386,6 +446,9 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 			DeclareInterval: r.sched.declareInterval(),
 			DeclareTimeout:  r.sched.declareTimeout(),
 			LeaseMargin:     leaseMargin,
+			AwaitHandover:   await,
+			BeforeRelease:   before,
+			TakeoverGrace:   takeoverGrace,
 			Logger:          logr.Discard(),
 			Registerer:      prometheus.NewRegistry(),
 
@@ -658,7 +721,18 @@ func (r *run) stop() History {
 		})
 	}
 	stopping.Wait()
-	h := History{Seed: r.sched.seed, KeptLeases: int(r.keptLeases.Load())}
+	h := History{Seed: r.sched.seed, KeptLeases: int(r.keptLeases.Load()), Actions: r.world.actions, Granted: r.calls.granted}
+	h.Calls = r.calls.calls
+	h.Grants = r.grants()
+	w, n := r.world, &r.nemeses
+	h.Counts = Counts{
+		Runs: w.runs.Load(), Writes: w.writes.Load(), FencedWrites: w.fencedWrites.Load(), CancelledWrites: w.cancelledWrites.Load(), RefusedWrites: w.refusedWrites.Load(),
+		HoldErrors: w.holdErrors.Load(), ResumeWaits: w.resumeWaits.Load(),
+		HandoversAwaited: w.handoversAwaited.Load(), HandoverTimeouts: w.handoverTimeouts.Load(), WithdrawalsRefused: w.withdrawalsRefused.Load(), LeaseFailures: n.leaseFailures.Load(),
+		BrokenReloads: n.brokenReloads.Load(), RefusedReloads: n.refusedReloads.Load(),
+		Relabels: n.relabels.Load(), AcrossHolders: n.acrossHolders.Load(), Failbacks: n.failbacks.Load(),
+		CopyHeld: r.copyHeld.Load(),
+	}
 	for _, p := range pods {
 		h.Admissions = append(h.Admissions, p.admissions...)
 		h.Denied += p.denied
@@ -688,6 +762,9 @@ func (w *recorder) WriteFence(ctx context.Context, s fencestate.State) error {
 	err := w.next.WriteFence(ctx, s)
 	if !w.pod.restored {
 		w.run.newGeneration(w.pod.cluster, w.domain, s.ClusterGeneration)
+		if err == nil {
+			w.run.world.clusters[w.pod.cluster].publish(w.pod, w.domain, s)
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -33,6 +33,43 @@ type History struct {
 	// KeptLeases counts the answers to holders that kept their running
 	// lease instead of renewing it.
 	KeptLeases int
+	// Actions are the actuators' runs and the gated writes.
+	Actions []Action
+	// Calls are the agents' declarations and releases as their clients
+	// saw them; Granted is, by token, the earliest end of a call answered
+	// with it.
+	Calls   []FenceCall
+	Granted map[uint64]time.Duration
+	// Grants are the grants of the history's domains in the authority's
+	// own history (GetFenceHistory).
+	Grants []Grant
+	// Counts are what the actors and the nemeses of actions did.
+	Counts Counts
+}
+
+// Counts are what the clusters' actors and the nemeses of actions did in
+// a history.
+type Counts struct {
+	// Runs counts the actuators' runs; Writes the gated writes begun,
+	// FencedWrites those the gate refused, CancelledWrites those cancelled
+	// when their hold ended, RefusedWrites those the webhook refused.
+	Runs, Writes, FencedWrites, CancelledWrites, RefusedWrites int64
+	// HoldErrors counts the hold decisions that failed; ResumeWaits the
+	// decisions that held an object only until the takeover grace ended.
+	HoldErrors, ResumeWaits int64
+	// HandoversAwaited counts the releases that waited until the
+	// cluster's objects were held, HandoverTimeouts those that ran out of
+	// lease first; WithdrawalsRefused the withdrawals a failing Lease
+	// refused, LeaseFailures the pods made to fail.
+	HandoversAwaited, HandoverTimeouts, WithdrawalsRefused, LeaseFailures int64
+	// BrokenReloads counts the engines told to reload a broken hold
+	// policy, RefusedReloads those that refused it.
+	BrokenReloads, RefusedReloads int64
+	// Relabels counts the namespaces relabelled, AcrossHolders those
+	// between domains of two holders; Failbacks the failovers and back.
+	Relabels, AcrossHolders, Failbacks int64
+	// CopyHeld is set when a restored copy was granted a fence.
+	CopyHeld bool
 }
 
 // Write prints h in time order, compactly: each event on a line, and each

@@ -58,6 +58,13 @@ func (r *run) restore(st step) {
 		r.event("a copy of %s (%s) is restored from its backup", clusterNames[c], b.label)
 		epochs := slices.Clone(b.epochs)
 		if st.epoch > 0 {
+			// Above every epoch declared so far: the nemeses' own
+			// failovers may have gone above the planned one.
+			r.mu.Lock()
+			for _, e := range r.epochs {
+				st.epoch = max(st.epoch, e[st.domain]+1)
+			}
+			r.mu.Unlock()
 			// The copy's pods start at the raised epoch of the domain:
 			// an operator's failover to it. The copy and the original
 			// are two actors for the checker; they must never both

@@ -1,8 +1,10 @@
 package safety
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,7 +76,39 @@ const (
 	// domain, without a restart, as the Fence's spec.epoch does once
 	// fencegate failover patched it.
 	failover
+	// leaseFail makes the membership Lease writes of the cluster holding
+	// the domain fail for length, and fails the domain over away from it.
+	leaseFail
+	// brokenPolicy reloads the hold policy of the cluster holding the
+	// domain broken, fails the domain over away from it, and mends the
+	// policy after length.
+	brokenPolicy
+	// relabel moves the moving namespace to another domain.
+	relabel
+	// failback fails the domain over to another cluster and, length after
+	// that one held it, back.
+	failback
 )
+
+// scenario is what a history is shaped to reach besides its random steps:
+// each nemesis's case in a fair share of histories. A history's scenario
+// is its seed modulo scenarios, so that a replayed seed plays it again.
+type scenario uint64
+
+const (
+	plainScenario scenario = iota
+	leaseScenario
+	policyScenario
+	failbackScenario
+	copyScenario
+	scenarios
+)
+
+var scenarioNames = map[scenario]string{
+	plainScenario: "random steps only", leaseScenario: "a holder whose Lease writes fail",
+	policyScenario: "a hold policy reloaded broken", failbackScenario: "a failover and back",
+	copyScenario: "a failover to a restored copy",
+}
 
 // operatorAction is what an operate step does.
 type operatorAction int
@@ -147,6 +181,14 @@ func (s step) String() string {
 		return fmt.Sprintf("%s %s in domain %d (replica %d)", operatorActionNames[s.action], name, s.domain, s.replica)
 	case clockStep:
 		return fmt.Sprintf("step the wall clock of authority replica %d forward by %s", s.replica, s.length)
+	case leaseFail:
+		return fmt.Sprintf("the Lease writes of the holder of domain %d fail for %s, and the domain fails over away from it", s.domain, s.length)
+	case brokenPolicy:
+		return fmt.Sprintf("the hold policy of the holder of domain %d is reloaded broken for %s, and the domain fails over away from it", s.domain, s.length)
+	case relabel:
+		return "relabel namespace ns-moving to another domain"
+	case failback:
+		return fmt.Sprintf("fail domain %d over to another cluster and, %s after it held it, back", s.domain, s.length)
 	case restore:
 		if s.epoch > 0 {
 			return fmt.Sprintf("back %s up, restore a copy of it beside it, and fail domain %d over to the copy at epoch %d", name, s.domain, s.epoch)
@@ -179,6 +221,8 @@ type schedule struct {
 	offsets []time.Duration
 	// quick makes the agents declare every quickDeclareInterval.
 	quick bool
+	// scenario is what the history is shaped to reach.
+	scenario scenario
 }
 
 // declareInterval and declareTimeout are the agents' of the history.
@@ -292,7 +336,46 @@ func plan(seed uint64, replicas int, n nemeses) schedule {
 	}
 	// Drawn last, so that a seed's steps stay what they were before.
 	s.quick = rng.IntN(2) == 0
+	s.shape(rng, n)
 	return s
+}
+
+// shape adds the steps of the history's scenario, and a relabel to half
+// the histories with several domains, and makes the history last until
+// the scenario's case can have happened.
+func (s *schedule) shape(rng *rand.Rand, n nemeses) {
+	s.scenario = scenario(s.seed % uint64(scenarios))
+	at := 300*time.Millisecond + upTo(rng, chaos/3)
+	st := step{at: at, cluster: rng.IntN(len(clusterNames)), replica: rng.IntN(len(clusterNames)), domain: rng.IntN(s.domains)}
+	switch s.scenario {
+	case leaseScenario:
+		// The lease must end before the fence moves, and the new holder
+		// waits the takeover grace.
+		st.kind, st.length = leaseFail, 2*leaseTTL
+		s.end = max(s.end, at+2*leaseTTL+takeoverGrace+tail)
+	case policyScenario:
+		st.kind, st.length = brokenPolicy, leaseTTL
+		s.end = max(s.end, at+leaseTTL+tail)
+	case failbackScenario:
+		// The late commits are sent up to two leases late.
+		st.kind, st.length = failback, leaseTTL/2
+		s.end = max(s.end, at+leaseTTL+st.length+2*leaseTTL+tail)
+	case copyScenario:
+		if !n.restores {
+			return
+		}
+		st.kind, st.epoch = restore, 1
+		s.end = max(s.end, at+4*generationPeriod+2*leaseTTL+takeoverGrace+tail)
+	default:
+		st.kind = 0
+	}
+	if st.kind != 0 {
+		s.steps = append(s.steps, st)
+	}
+	if s.domains > 1 && rng.IntN(2) == 0 {
+		s.steps = append(s.steps, step{at: 200*time.Millisecond + upTo(rng, chaos), kind: relabel, replica: rng.IntN(s.domains)})
+	}
+	slices.SortStableFunc(s.steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
 }
 
 // upTo draws a duration in [0, d).
@@ -313,7 +396,7 @@ func (s schedule) String() string {
 	if s.offsets != nil {
 		fmt.Fprintf(&b, ", authority replicas' clocks off by %v", s.offsets)
 	}
-	fmt.Fprintf(&b, ", agents declaring every %s", s.declareInterval())
+	fmt.Fprintf(&b, ", agents declaring every %s, shaped for %s", s.declareInterval(), scenarioNames[s.scenario])
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "\n  at %s: %s", seconds(st.at), st)
 	}
