@@ -132,19 +132,7 @@ func startEtcdCluster(t *testing.T) ([]*etcdMember, tlsutil.ClientFiles) {
 
 func etcdBinary(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(cluster.AssetsEnv)
-	if dir == "" {
-		root, err := cluster.ModuleRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(root, ".cache", "bin")
-	}
-	bin := filepath.Join(dir, "etcd")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("etcd binary missing (build it with `hack/build-tools.sh etcd`, or point %s at its directory): %v", cluster.AssetsEnv, err)
-	}
-	return bin
+	return cluster.RequireTool(t, "etcd")
 }
 
 // freePorts returns n loopback ports that were free a moment ago.

@@ -339,6 +339,7 @@ func shippedKinds() []realKind {
 // the patch against the schema, and the rule's quiet on an object no
 // actuator has written a status to.
 func TestShippedHoldsOnRealCRDs(t *testing.T) {
+	cluster.RequireTools(t, append(cluster.ControlPlaneBinaries, "controller-gen")...)
 	start := time.Now()
 	since := func() string { return time.Since(start).Round(100 * time.Millisecond).String() }
 	kinds := shippedKinds()
@@ -537,14 +538,7 @@ func realCRDs(t testing.TB, kinds []realKind) []string {
 // controller-gen of the test assets, into a directory of the test.
 func generateCRDs(t testing.TB, m pinned.Module) string {
 	t.Helper()
-	assets, err := cluster.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	controllerGen := filepath.Join(assets, "controller-gen")
-	if _, err := os.Stat(controllerGen); err != nil {
-		t.Fatalf("the CRDs of %s@%s are generated with controller-gen (build it with `hack/build-tools.sh controller-gen`, which `make test` runs): %v", m.Path, m.Version, err)
-	}
+	controllerGen := cluster.RequireTool(t, "controller-gen")
 	dir := t.TempDir()
 	start := time.Now()
 	if err := pinned.GenerateCRDs(context.Background(), controllerGen, m, dir); err != nil {
@@ -561,6 +555,7 @@ func generateCRDs(t testing.TB, m pinned.Module) string {
 // meta API. Flux releases its controllers together, so a kustomize-controller
 // raised alone shows here.
 func TestHelmReleaseCRDIsKustomizeControllersFlux(t *testing.T) {
+	cluster.SkipShort(t, "go mod download of hack/tools/crds' and hack/tools/flux's modules")
 	const meta = "github.com/fluxcd/pkg/apis/meta"
 	type pin struct{ tools, module, version, meta string }
 	helm := &pin{tools: "crds", module: "github.com/fluxcd/helm-controller/api"}

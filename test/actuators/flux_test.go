@@ -49,6 +49,7 @@ var kustomizations = schema.GroupResource{Group: "kustomize.toolkit.fluxcd.io", 
 // spec is exactly what it was, and the controller applies the revision it
 // missed.
 func TestRealFluxIsHeld(t *testing.T) {
+	cluster.RequireTools(t, append(cluster.ControlPlaneBinaries, "kustomize-controller")...)
 	start := time.Now()
 	since := func() string { return time.Since(start).Round(100 * time.Millisecond).String() }
 	crds := fluxCRDs(t)
@@ -143,6 +144,7 @@ func TestRealFluxIsHeld(t *testing.T) {
 // dependencies they declare, and Flux applies a dependent only once its
 // dependency applied the same revision of their common source.
 func TestRealFluxResumesInDependencyOrder(t *testing.T) {
+	cluster.RequireTools(t, append(cluster.ControlPlaneBinaries, "kustomize-controller")...)
 	crds := fluxCRDs(t)
 	cp := cluster.StartForTest(t, cluster.Options{Name: "flux-order", CRDs: crds})
 	artifacts := newArtifactServer(t)
@@ -302,10 +304,7 @@ func fluxCRDs(t *testing.T) []string {
 // the test's temporary directory (its tail printed if the test fails).
 func startKustomizeController(t *testing.T, cp *cluster.ControlPlane) *proc.Process {
 	t.Helper()
-	bin := filepath.Join(cp.Assets, "kustomize-controller")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("kustomize-controller not built (hack/build-tools.sh flux): %v", err)
-	}
+	bin := cluster.RequireTool(t, "kustomize-controller")
 	health, err := proc.FreeAddress()
 	if err != nil {
 		t.Fatal(err)

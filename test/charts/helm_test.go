@@ -59,18 +59,11 @@ func newHelm(t *testing.T) *helmTool {
 }
 
 // toolPath returns the path of a pinned tool: in $FENCEGATE_TEST_ASSETS,
-// where make puts the tool cache, or else in the repository's .cache/bin.
-func toolPath(t *testing.T, root, name string) string {
+// where make puts the tool cache, or else in the repository's .cache/bin;
+// it skips the test when the tool is not built (cluster.RequireTool).
+func toolPath(t *testing.T, _, name string) string {
 	t.Helper()
-	dir := os.Getenv(cluster.AssetsEnv)
-	if dir == "" {
-		dir = filepath.Join(root, ".cache", "bin")
-	}
-	bin := filepath.Join(dir, name)
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is not built (run `hack/build-tools.sh %s`, which `make test` does): %v", name, name, err)
-	}
-	return bin
+	return cluster.RequireTool(t, name)
 }
 
 // chartDir is the path of a chart in the repository.

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,25 +39,8 @@ func firstModuleLine(mod []byte) []byte {
 }
 
 // AssetsDir returns the directory that holds kube-apiserver, etcd and kubectl,
-// and checks that all three are there.
+// and checks that all three are there; when one is not, the error wraps
+// ErrPrerequisite and says how to build them.
 func AssetsDir() (string, error) {
-	dir := os.Getenv(AssetsEnv)
-	if dir == "" {
-		root, err := ModuleRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, ".cache", "bin")
-	}
-	var missing []error
-	for _, bin := range []string{"kube-apiserver", "etcd", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			missing = append(missing, err)
-		}
-	}
-	if len(missing) > 0 {
-		return "", fmt.Errorf("control-plane binaries missing in %s (build them with `hack/build-tools.sh kube etcd`, which `make test` runs, or point %s at them): %w",
-			dir, AssetsEnv, errors.Join(missing...))
-	}
-	return dir, nil
+	return ToolsDir(ControlPlaneBinaries...)
 }

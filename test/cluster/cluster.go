@@ -172,10 +172,12 @@ func Start(opts Options) (*ControlPlane, error) {
 	return cp, nil
 }
 
-// StartForTest starts a control plane that stops when the test ends. It fails
-// the test if the control plane cannot start.
+// StartForTest starts a control plane that stops when the test ends. It
+// skips the test under -short and when the binaries are not built
+// (RequireControlPlane), and fails it if the control plane cannot start.
 func StartForTest(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
+	RequireControlPlane(t)
 	if opts.Name == "" {
 		opts.Name = strings.ToLower(strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/stack"
 )
 
@@ -14,6 +15,7 @@ import (
 // Each step checks its own outcome; this test also checks that every step
 // ran and reported what it proved.
 func TestWalkthrough(t *testing.T) {
+	cluster.RequireControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	bin, err := stack.Build(ctx, t.TempDir())

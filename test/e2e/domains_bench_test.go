@@ -10,6 +10,7 @@ import (
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/domain"
+	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/stack"
 )
 
@@ -29,6 +30,7 @@ const servedWindow = 30 * time.Second
 // memory (which adds the heap's headroom for garbage and the goroutines'
 // stacks). It reports the differences per heartbeat and per domain. Run it with -benchtime 1x (make bench does).
 func BenchmarkServedDomains(b *testing.B) {
+	cluster.RequireControlPlane(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	bin, err := stack.Build(ctx, b.TempDir())

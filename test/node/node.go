@@ -26,8 +26,9 @@ import (
 )
 
 // ErrPrerequisite marks a missing prerequisite of the node (root, a Debian
-// package, a built binary): StartForTest skips on it, with what to do.
-var ErrPrerequisite = errors.New("node prerequisite missing")
+// package, a built binary): StartForTest skips on it, with what to do
+// (cluster.MissingPrerequisite). It is cluster.ErrPrerequisite.
+var ErrPrerequisite = cluster.ErrPrerequisite
 
 // Options configure a node.
 type Options struct {
@@ -75,12 +76,13 @@ type Node struct {
 	admin         string          // the components' kubeconfig
 }
 
-// StartForTest starts a node that stops when the test ends; when a
-// prerequisite is missing it calls MissingPrerequisite, and it fails the
-// test on any other error. Its
-// logs go to a directory of the test's.
+// StartForTest starts a node that stops when the test ends; under -short
+// it skips, when a prerequisite is missing it calls
+// cluster.MissingPrerequisite, and it fails the test on any other error.
+// Its logs go to a directory of the test's.
 func StartForTest(t testing.TB, opts Options) *Node {
 	t.Helper()
+	cluster.SkipShort(t, "a node (a control plane, containerd, a kubelet)")
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
@@ -97,22 +99,11 @@ func StartForTest(t testing.TB, opts Options) *Node {
 	}
 	switch {
 	case errors.Is(err, ErrPrerequisite):
-		MissingPrerequisite(t, err)
+		cluster.MissingPrerequisite(t, err)
 	case err != nil:
 		t.Fatalf("node: %v (logs in %s)", err, opts.Dir)
 	}
 	return n
-}
-
-// MissingPrerequisite skips the test, saying what is missing; under CI
-// (CI set, as CI services and fresh-ci set it) it fails it instead, so that
-// a green CI run always includes the tests on a real node.
-func MissingPrerequisite(t testing.TB, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%v (CI is set: the node tests must run)", err)
-	}
-	t.Skip(err)
 }
 
 // Start starts a node and waits until it is Ready, the cluster's default
@@ -204,14 +195,9 @@ func checkPrerequisites() (string, error) {
 		return "", fmt.Errorf("%w: %s not found; `make test` installs them (hack/node-prerequisites.sh: apt-get install containerd runc containernetworking-plugins iptables busybox-static iproute2 procps util-linux)",
 			ErrPrerequisite, strings.Join(missing, ", "))
 	}
-	assets, err := cluster.AssetsDir()
+	assets, err := cluster.ToolsDir(append(cluster.ControlPlaneBinaries, "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "build-image")...)
 	if err != nil {
 		return "", err
-	}
-	for _, bin := range []string{"kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "build-image"} {
-		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
-			return "", fmt.Errorf("%s is not built in %s (run `hack/build-tools.sh kube image`, which `make test` does): %w", bin, assets, err)
-		}
 	}
 	return assets, nil
 }

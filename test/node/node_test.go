@@ -15,12 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencegate/fencegate/test/cluster"
 )
 
 // TestNodeRunsAPodAndLeavesNothing starts a node, runs a pod on it, stops
 // the node and checks that nothing it made is left: no process, interface,
 // route, cgroup or state directory.
 func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
+	cluster.SkipShort(t, "a node")
 	dir := t.TempDir()
 	n, err := Start(t.Context(), Options{Name: "leaves-nothing", Dir: dir, Say: t.Logf})
 	stopped := false
@@ -30,7 +33,7 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 		}
 	})
 	if errors.Is(err, ErrPrerequisite) {
-		MissingPrerequisite(t, err)
+		cluster.MissingPrerequisite(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)

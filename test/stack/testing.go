@@ -7,15 +7,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
+	"github.com/fencegate/fencegate/test/cluster"
 	"github.com/fencegate/fencegate/test/proc"
 )
 
 // StartForTest builds fencegate when opts.Binary is empty, starts the
 // stack in a temporary directory when opts.Dir is empty, and stops it when
 // the test or benchmark ends, also when it fails to start. It fails tb at
-// once if anything does not start.
+// once if anything does not start. Under -short, or without the control
+// plane's binaries, it skips tb before it builds anything
+// (cluster.RequireControlPlane).
 func StartForTest(tb testing.TB, ctx context.Context, opts Options) *Stack {
 	tb.Helper()
+	cluster.RequireControlPlane(tb)
 	if opts.Binary == "" {
 		bin, err := Build(ctx, tb.TempDir())
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/test/bench/benchdata"
+	"github.com/fencegate/fencegate/test/cluster"
 )
 
 // TestMain serves as the baselines' server when the bench starts this test
@@ -30,6 +31,7 @@ func TestMain(m *testing.M) {
 // the stack, OPA's servers, both baselines, every kind of run and the
 // report, every answer checked (Run fails on a wrong one).
 func TestRunAtShortSize(t *testing.T) {
+	cluster.RequireTools(t, append(cluster.ControlPlaneBinaries, "opa")...)
 	dir := t.TempDir()
 	o := Options{
 		Out: dir, JSON: filepath.Join(dir, "run.json"), Rounds: 1, Connections: 2,
