@@ -17,7 +17,31 @@
 // answers a stream of concurrent AdmissionReviews. Every admitted request is
 // recorded with the time its Admit call began and ended and the fencing
 // token it was stamped with, and Check looks for a violation in each
-// domain on its own. A failing
+// domain on its own.
+//
+// Each history also runs what fencegate acts on (world_test.go): on every
+// cluster, objects of every kind the shipped hold policy holds, each with
+// an actuator that acts only while its object, as its own delayed view
+// shows it, is not suspended; a hold controller that applies the pod's
+// real data.fencegate.hold.decision with hold.Plan on every fence
+// transition, one patch at a time, and holds until State.ResumeAtNS; the
+// handover order (a holder told CLUSTER_FENCED releases only once every
+// object of the domain is held and quiet, fenceagent.Options.AwaitHandover,
+// and its membership Lease no longer publishes its hold,
+// Options.BeforeRelease); and a gated writer modelled on package gate,
+// which decides each write by the written object's own domain. Every
+// action is recorded with its start, end, cluster, domain and token, and
+// CheckActions fails a history in which two clusters acted for one domain
+// at overlapping times, or a cluster acted under a token the authority's
+// own history (GetFenceHistory) did not grant it, or past the next grant
+// (plus the takeover grace after an expiry). CheckLinearizable checks the
+// agents' declarations and releases, as their clients saw them, with
+// Porcupine against a model of the fence per domain. The nemeses of
+// actions: a holder whose Lease writes fail, a hold policy reloaded
+// broken, a namespace relabelled between domains, a failover and back;
+// each history is shaped for one scenario (its seed modulo the
+// scenarios), and a run of 20 or more fails when a nemesis never reached
+// the case it exists for. A failing
 // history prints its seed; FENCEGATE_SAFETY_SEED=<seed> replays its
 // schedule, FENCEGATE_SAFETY_RUNS=<n> runs n histories instead of the short
 // default, and FENCEGATE_SAFETY_REPLICAS=<n> fixes the pods per cluster.

@@ -25,8 +25,9 @@ const (
 	// replicasEnv sets the number of pods per cluster; unset, each history
 	// draws one or two from its seed.
 	replicasEnv = "FENCEGATE_SAFETY_REPLICAS"
-	// defaultRuns keeps the test well under two minutes.
-	defaultRuns = 20
+	// defaultRuns keeps the test at about three minutes under the race
+	// detector: each scenario twice.
+	defaultRuns = 2 * int(scenarios)
 	// minRunsForCases is the number of histories from which every
 	// nemesis must have reached its case at least once.
 	minRunsForCases = 20

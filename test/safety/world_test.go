@@ -62,7 +62,9 @@ const (
 	// gap): both clusters' hold controllers re-decide the objects at once,
 	// each at its own pace. Past the grace, an action is counted for the
 	// new domain, so a cluster that did not follow the relabel is caught.
-	relabelGrace = maxWatchDelay + 32*maxPatch + maxRun + 100*time.Millisecond
+	relabelGrace = maxWatchDelay + 16*maxPatch + maxRun + 100*time.Millisecond
+	// kindsPerNamespace is how many held objects each namespace has.
+	kindsPerNamespace = 3
 )
 
 // versions keeps every value something took, with when, so that a watcher
@@ -373,9 +375,13 @@ func newWorld(r *run) *world {
 			v.set(-time.Hour, r.domains[min(i, len(r.domains)-1)])
 			kc.namespaces[ns] = v
 		}
-		for _, ns := range w.namespaces {
-			for k := range heldKinds {
-				kind := &heldKinds[k]
+		for i, ns := range w.namespaces {
+			// kindsPerNamespace kinds in each namespace, in turn: every
+			// kind is in a history with three or more namespaces, and a
+			// decision (a policy evaluation) per object stays affordable
+			// under the race detector.
+			for j := range kindsPerNamespace {
+				kind := &heldKinds[(i*kindsPerNamespace+j)%len(heldKinds)]
 				obj := kind.object(ns, kind.name)
 				step, err := hold.Plan(obj, engine.HoldDecision{Hold: true, Fields: kind.fields})
 				if err != nil {
@@ -636,7 +642,7 @@ func (kc *kcluster) holdLoop() {
 			continue
 		}
 		// A resync now and then: each decision is a policy evaluation.
-		resync = now + time.Second
+		resync = now + 2*time.Second
 		kc.decideAll(p)
 	}
 }
@@ -828,12 +834,12 @@ func (kc *kcluster) gateHold(d string, now time.Duration) (publication, bool) {
 // writeLoop is a gated reconciler: each reconcile, of an object of one
 // namespace, writes an object into its own namespace and one into
 // another, each decided by the written object's domain as the gate sees
-// it (docs/design.md, "The gate"). Half of the writes are of a kind that
+// it (docs/design.md, "The gate"). A quarter of the writes are of a kind that
 // fencegate's webhook fences too (a Component, admitted by the pod's
 // engine with the write token asserted); the rest only the gate guards.
 func (kc *kcluster) writeLoop() {
 	w := kc.w
-	for !w.stopped(20*time.Millisecond + time.Duration(rand.Int64N(int64(40*time.Millisecond)))) {
+	for !w.stopped(50*time.Millisecond + time.Duration(rand.Int64N(int64(100*time.Millisecond)))) {
 		own := rand.IntN(len(w.namespaces))
 		other := (own + 1 + rand.IntN(len(w.namespaces)-1)) % len(w.namespaces)
 		for _, ns := range []string{w.namespaces[own], w.namespaces[other]} {
@@ -877,7 +883,7 @@ func (kc *kcluster) gatedWrite(ns string) {
 			break
 		}
 	}
-	if rand.IntN(2) == 0 {
+	if rand.IntN(4) == 0 {
 		if p := kc.leader(); p != nil && !kc.admitted(p, label, h.token) {
 			w.refusedWrites.Add(1)
 			return
