@@ -311,7 +311,7 @@ func (r *runner) raise(ctx context.Context, target *fencegatev1alpha1.Fence, epo
 
 // event prints one line of the timeline.
 func (r *runner) event(what, format string, args ...any) {
-	r.printf("  %9s  %-29s %s\n", "+"+r.since(), what, fmt.Sprintf(format, args...))
+	r.printf("  %9s  %-32s %s\n", "+"+r.since(), what, fmt.Sprintf(format, args...))
 }
 
 func (r *runner) since() string {
