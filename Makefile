@@ -33,9 +33,18 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # (-w): a second less for each of some thirty links.
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT  ?= 25m
-GO_TEST       ?= go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -ldflags=-w
+GO_TEST_FLAGS := -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -ldflags=-w
+GO_TEST       ?= go test $(GO_TEST_FLAGS)
 
 BUILD_TOOLS := hack/build-tools.sh
+
+# The modules of their own that only tests need: test/bench (vegeta,
+# gonum's plot) and test/charts (Prometheus' server module, for PromQL).
+# Out of the root module, an operator that imports the gate inherits none
+# of them (hack/verify-gate-deps.sh); each names the root module by a
+# replace directive. `./...` stops at their go.mod: every target that runs
+# or checks ./... runs them too, with go -C.
+TEST_MODULES := test/charts test/bench
 
 # bin/fencegate and bin/fencegate-authority are built as the image carries
 # them (hack/build-fencegate.sh): the tests' processes and the image share
@@ -88,6 +97,7 @@ lint: ## gofmt, go vet, golangci-lint, no build output in git, opa fmt, opa chec
 .PHONY: vet
 vet: ## go vet, on the packages as the race-built tests compile them.
 	go vet -race ./...
+	for m in $(TEST_MODULES); do go -C $$m vet -race ./...; done
 
 .PHONY: lint-rest
 lint-rest: ## Everything lint does but go vet.
@@ -96,10 +106,13 @@ lint-rest: ## Everything lint does but go vet.
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	GOFLAGS="$$(go env GOFLAGS) -race" golangci-lint run ./...
 	cd examples/helm-actuator && GOFLAGS="$$(go env GOFLAGS) -race" golangci-lint run --config $(CURDIR)/.golangci.yml ./...
+	for m in $(TEST_MODULES); do (cd $$m && GOFLAGS="$$(go env GOFLAGS) -race" golangci-lint run --config $(CURDIR)/.golangci.yml ./...); done
 	cd hack/tools/image && go vet ./... && golangci-lint run ./...
 	cd hack/tools/protoc-gen && go vet ./... && golangci-lint run ./...
 	hack/verify-no-build-output.sh
 	hack/verify-no-build-output_test.sh
+	hack/verify-gate-deps.sh
+	hack/verify-gate-deps_test.sh
 	opa fmt --list --fail policies test/bench
 	opa check --strict policies test/bench/sidebyside/system.rego
 	hack/tool-versions.sh
@@ -124,19 +137,46 @@ test: ## Every test: generated files, lint, unit, Rego, end-to-end and the chart
 
 # The longest packages are named first, so that go test starts them first
 # and the run does not end on one of them alone.
-SLOW_TEST_PACKAGES := ./test/charts ./test/e2e ./test/safety ./test/faults ./engine ./fenceagent ./controller ./test/demo
+SLOW_TEST_PACKAGES := ./test/e2e ./test/safety ./test/faults ./engine ./fenceagent ./controller ./test/demo
 
+# The root module's tests and the test modules' (test/charts, the longest
+# package, first) run side by side, as they did when they were one module:
+# test/charts takes one more test binary beside the root's TEST_PARALLEL.
 .PHONY: test-go
-test-go: test-build test-gen-tools vet node-prerequisites
-	FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate $(GO_TEST) -race $(SLOW_TEST_PACKAGES) ./...
+test-go: test-go-root test-go-modules
 	cd examples/helm-actuator && FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate $(GO_TEST) -race ./...
 	@# The hold benchmarks at their -short size, and the engine's, the
 	@# webhook's and the side-by-side's in-process ones once each, so that
 	@# they stay right.
 	$(GO_TEST) -short -run '^$$' -bench '^BenchmarkHold' -benchtime 1x ./hold/ ./test/actuators/
-	$(GO_TEST) -short -run '^$$' -bench . -benchtime 1x ./engine/ ./webhook/ ./test/bench/sidebyside/
+	$(GO_TEST) -short -run '^$$' -bench . -benchtime 1x ./engine/ ./webhook/
+	go -C test/bench test $(GO_TEST_FLAGS) -short -run '^$$' -bench . -benchtime 1x ./sidebyside/
 	cd hack/tools/image && go test ./...
 	cd hack/tools/protoc-gen && go test ./...
+
+.PHONY: test-go-root
+test-go-root: test-build test-gen-tools vet node-prerequisites
+	FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate $(GO_TEST) -race $(SLOW_TEST_PACKAGES) ./...
+
+.PHONY: test-go-modules
+test-go-modules: test-build test-gen-tools vet node-prerequisites
+	for m in $(TEST_MODULES); do \
+		FENCEGATE_TEST_BINARY=$(CURDIR)/bin/fencegate go -C $$m test $(GO_TEST_FLAGS) -race ./...; \
+	done
+
+# make test-unit runs every test that starts no process it would wait on
+# (no control plane, etcd, node or pinned tool: each such test skips under
+# -short, test/cluster.SkipShort) and reaches no network: the modules are
+# downloaded first, and the tests run with GOPROXY=off. It needs no tool
+# and no root; without -race, cold, it takes under 3 minutes on two cores.
+UNIT_TEST_FLAGS := -short -timeout 10m -ldflags=-w
+
+.PHONY: test-unit
+test-unit: ## The fast tier: every test that needs no control plane, tool or network (go test -short).
+	go mod download
+	for m in $(TEST_MODULES); do go -C $$m mod download; done
+	GOPROXY=off go test $(UNIT_TEST_FLAGS) ./...
+	for m in $(TEST_MODULES); do GOPROXY=off go -C $$m test $(UNIT_TEST_FLAGS) ./...; done
 
 .PHONY: test-checks
 test-checks: check-tools vet
@@ -184,7 +224,8 @@ bench: BENCH_OUT := reports/bench-$(shell date +%Y%m%d-%H%M%S)
 bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's server (report in reports/).
 	$(BUILD_TOOLS) kube etcd opa
 	mkdir -p reports
-	go test -p 1 -run '^$$' -bench . -skip '^Benchmark(Agents|WatchFanout)$$' -benchmem ./webhook/ ./engine/ ./authority/ ./test/bench/sidebyside/ | tee -a $(BENCH_OUT).txt
+	go test -p 1 -run '^$$' -bench . -skip '^Benchmark(Agents|WatchFanout)$$' -benchmem ./webhook/ ./engine/ ./authority/ | tee -a $(BENCH_OUT).txt
+	go -C test/bench test -p 1 -run '^$$' -bench . -benchmem ./sidebyside/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -timeout 30m -run '^$$' -bench '^Benchmark(Agents|WatchFanout)$$' -benchtime 1x ./authority/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -run '^$$' -bench TakeoverPropagation -benchtime 50x ./fenceagent/ | tee -a $(BENCH_OUT).txt
 	go test -p 1 -timeout 30m -run '^$$' -bench '^BenchmarkReMark$$' -benchtime 3x ./controller/ | tee -a $(BENCH_OUT).txt
@@ -198,8 +239,8 @@ bench: ## Go benchmarks of the hot paths, then fencegate's webhook against OPA's
 	go test -p 1 -run '^$$' -bench '^BenchmarkWriteLatency$$' -benchtime 1x ./test/e2e/ | tee -a $(BENCH_OUT).txt
 	@# The curves are drawn even when the side-by-side run fails (their
 	@# captions say which answers failed); make bench fails all the same.
-	status=0; go run ./test/bench -o reports -rates 250,500,1000,2000 -json $(BENCH_OUT).json || status=$$?; \
-	go run ./test/bench/report -in $(BENCH_OUT).txt -sidebyside $(BENCH_OUT).json -o $(BENCH_OUT).html; \
+	status=0; go -C test/bench run . -o $(CURDIR)/reports -rates 250,500,1000,2000 -json $(CURDIR)/$(BENCH_OUT).json || status=$$?; \
+	go -C test/bench run ./report -in $(CURDIR)/$(BENCH_OUT).txt -sidebyside $(CURDIR)/$(BENCH_OUT).json -o $(CURDIR)/$(BENCH_OUT).html; \
 	exit $$status
 
 RUNS ?= 200

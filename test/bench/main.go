@@ -1,7 +1,10 @@
 // Command bench measures fencegate's admission webhook side by side with
 // OPA's own server (package sidebyside); see README.md.
 //
-//	go run ./test/bench -o reports
+//	go -C test/bench run . -o "$PWD/reports"
+//
+// test/bench is a module of its own, so that what only it needs (vegeta,
+// gonum's plot) stays out of the root module's go.mod.
 package main
 
 import (

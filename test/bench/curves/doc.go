@@ -20,5 +20,5 @@
 //
 // make bench calls it through test/bench/report:
 //
-//	go run ./test/bench/report -in reports/bench-<stamp>.txt -sidebyside reports/bench-<stamp>.json -o reports/bench-<stamp>.html
+//	cd test/bench && go run ./report -in ../../reports/bench-<stamp>.txt -sidebyside ../../reports/bench-<stamp>.json -o ../../reports/bench-<stamp>.html
 package curves

@@ -2,8 +2,8 @@
 // output of `go test -bench` and the side-by-side run's JSON, as one HTML
 // page of SVG plots:
 //
-//	go run ./test/bench/report -in reports/bench-<stamp>.txt \
-//	    -sidebyside reports/bench-<stamp>.json -o reports/bench-<stamp>.html
+//	cd test/bench && go run ./report -in ../../reports/bench-<stamp>.txt \
+//	    -sidebyside ../../reports/bench-<stamp>.json -o ../../reports/bench-<stamp>.html
 //
 // -svg DIR also writes each plot to DIR/<name>.svg. A plot whose data is
 // missing (a benchmark that did not run, a side-by-side run without
@@ -40,7 +40,7 @@ func run(args []string) error {
 		ins = append(ins, v)
 		return nil
 	})
-	sideBySide := flags.String("sidebyside", "", "the side-by-side run's JSON (go run ./test/bench -json FILE)")
+	sideBySide := flags.String("sidebyside", "", "the side-by-side run's JSON (test/bench's -json FILE)")
 	out := flags.String("o", "", "the HTML file to write")
 	svgDir := flags.String("svg", "", "also write each plot to this directory as <name>.svg")
 	note := flags.String("note", "", "a sentence added to the page and to every caption (say so when a run was reduced)")

@@ -29,5 +29,5 @@
 //
 // Run does all of it; test/bench is the command that calls it:
 //
-//	go run ./test/bench -o reports
+//	go -C test/bench run . -o "$PWD/reports"
 package sidebyside
