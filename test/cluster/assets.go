@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 )
 
 const modulePath = "github.com/fencegate/fencegate"
@@ -40,7 +43,24 @@ func firstModuleLine(mod []byte) []byte {
 
 // AssetsDir returns the directory that holds kube-apiserver, etcd and kubectl,
 // and checks that all three are there; when one is not, the error wraps
-// ErrPrerequisite and says how to build them.
+// ErrPrerequisite and says how to build them. Every control plane and node
+// starts here: under go test -short (make test-unit) it refuses, unless
+// benchmarks run (their -short is a size), so that a test that forgot to
+// skip fails instead of starting one.
 func AssetsDir() (string, error) {
+	if shortTestRun() {
+		return "", errors.New("a control plane started under go test -short (make test-unit): the test must skip first (cluster.RequireControlPlane, which StartForTest calls)")
+	}
 	return ToolsDir(ControlPlaneBinaries...)
+}
+
+// shortTestRun tells whether this is a test binary run with -short and
+// without -bench. It reads the flags, as testing.Short panics before they
+// are parsed.
+func shortTestRun() bool {
+	if !testing.Testing() {
+		return false
+	}
+	short, bench := flag.Lookup("test.short"), flag.Lookup("test.bench")
+	return short != nil && short.Value.String() == "true" && (bench == nil || bench.Value.String() == "")
 }

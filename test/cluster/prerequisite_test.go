@@ -155,3 +155,37 @@ func setShort(t *testing.T) {
 		}
 	})
 }
+
+// TestStartRefusesUnderShort: a test that reaches Start under -short without
+// skipping fails, whatever the tool cache holds; benchmarks (-bench) may.
+func TestStartRefusesUnderShort(t *testing.T) {
+	dir := t.TempDir()
+	for _, bin := range ControlPlaneBinaries {
+		if err := os.WriteFile(filepath.Join(dir, bin), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(AssetsEnv, dir)
+	if !testing.Short() {
+		setShort(t)
+	}
+	if _, err := Start(Options{Name: "short"}); err == nil || !strings.Contains(err.Error(), "-short") {
+		t.Fatalf("Start under -short: %v, want a refusal", err)
+	}
+	if got, err := AssetsDir(); err == nil {
+		t.Fatalf("AssetsDir under -short = %q, want a refusal", got)
+	}
+	bench := flag.Lookup("test.bench")
+	old := bench.Value.String()
+	if err := flag.Set("test.bench", "."); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := flag.Set("test.bench", old); err != nil {
+			t.Error(err)
+		}
+	}()
+	if got, err := AssetsDir(); err != nil || got != dir {
+		t.Fatalf("AssetsDir under -short -bench = %q, %v; want %q", got, err, dir)
+	}
+}

@@ -195,7 +195,10 @@ func checkPrerequisites() (string, error) {
 		return "", fmt.Errorf("%w: %s not found; `make test` installs them (hack/node-prerequisites.sh: apt-get install containerd runc containernetworking-plugins iptables busybox-static iproute2 procps util-linux)",
 			ErrPrerequisite, strings.Join(missing, ", "))
 	}
-	assets, err := cluster.ToolsDir(append(cluster.ControlPlaneBinaries, "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "build-image")...)
+	if _, err := cluster.AssetsDir(); err != nil {
+		return "", err
+	}
+	assets, err := cluster.ToolsDir("kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "build-image")
 	if err != nil {
 		return "", err
 	}
