@@ -191,6 +191,10 @@ type run struct {
 	calls callLog
 	// nemeses counts what the nemeses of the actions did.
 	nemeses nemesisCounts
+	// unordered drops the handover order (AwaitHandover): a holder told
+	// CLUSTER_FENCED releases at once, as before the order, so that a
+	// broken engine is still released from.
+	unordered bool
 	// policyDirs are each cluster's policy directory (its ConfigMap),
 	// which the policy nemesis breaks and mends.
 	policyDirs []string
@@ -431,8 +435,10 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 		// restored copy runs no actuators here.
 		var await func(context.Context, fencestate.State) error
 		before := func(context.Context) error { return nil }
-		if b == nil {
+		if b == nil && !r.unordered {
 			await = func(ctx context.Context, _ fencestate.State) error { return kc.awaitHandover(ctx, name) }
+		}
+		if b == nil {
 			before = func(context.Context) error { return kc.withdraw(p, d) }
 		}
 		agent, err := fenceagent.New(fenceagent.Options{

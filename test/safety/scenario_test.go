@@ -80,6 +80,10 @@ func TestCheckerCatchesABrokenFence(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sched := scripted(1, tc.steps...)
 			r := newRun(t, srv, sched, bodies, tc.wrap)
+			// Without the handover order: with it, east's hold
+			// controller, reading the engine that ignores fenced, never
+			// holds, so east never releases and its lease ends first.
+			r.unordered = true
 			// West must take over for east's admissions to overlap its
 			// own: on a loaded machine that can come after the schedule.
 			r.awaited = r.held[1].Load
