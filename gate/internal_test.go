@@ -10,13 +10,16 @@ import (
 	"github.com/go-logr/logr/funcr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
 	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/internal/envflag"
 )
@@ -236,5 +239,47 @@ func TestWebhookCheckSurvivesRBAC(t *testing.T) {
 	}
 	if len(w.unfenced) != 0 {
 		t.Errorf("findings %v without reading the configurations, want none", w.unfenced)
+	}
+}
+
+// plain has status.conditions but does not say so: the Gate does not
+// look for them by reflection.
+type plain struct {
+	metav1.ObjectMeta
+	metav1.TypeMeta
+	Status struct{ Conditions []metav1.Condition }
+}
+
+func (p *plain) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+// conditioned is Conditioned.
+type conditioned struct{ plain }
+
+func (c *conditioned) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+func (c *conditioned) DeepCopyObject() runtime.Object { d := *c; return &d }
+
+func TestMarksConditions(t *testing.T) {
+	for name, tc := range map[string]struct {
+		obj  client.Object
+		opts []ReconcilerOption
+		want bool
+	}{
+		"Conditioned":                       {obj: &conditioned{}, want: true},
+		"Conditioned, WithoutConditions":    {obj: &conditioned{}, opts: []ReconcilerOption{WithoutConditions()}, want: false},
+		"conditions not offered":            {obj: &plain{}, want: false},
+		"fencegate's Component":             {obj: &fencegatev1alpha1.Component{}, want: false},
+		"a Component, WithoutConditions":    {obj: &fencegatev1alpha1.Component{}, opts: []ReconcilerOption{WithoutConditions()}, want: false},
+		"a ConfigMap, no status conditions": {obj: &corev1.ConfigMap{}, want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var cfg reconcilerConfig
+			for _, o := range tc.opts {
+				o(&cfg)
+			}
+			if got := marksConditions(tc.obj, cfg); got != tc.want {
+				t.Errorf("marksConditions(%T) = %v, want %v", tc.obj, got, tc.want)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,10 +29,9 @@ const FieldManager = "fencegate-gate"
 // registered type):
 //   - while this cluster does not hold the fence of an object's domain (or
 //     the Gate cannot prove a live hold), r is not called; the object gets
-//     the SourceConflict condition when its type has status.conditions
-//     (but a Component, which fencegate's controller marks itself), and
-//     is requeued after Options.Requeue without rate-limit penalty
-//     (Source re-enqueues it at the next transition);
+//     the SourceConflict condition when its type is Conditioned (unless
+//     WithoutConditions), and is requeued after Options.Requeue without
+//     rate-limit penalty (Source re-enqueues it at the next transition);
 //   - a deletion (an object gone, or being deleted) on such a cluster is
 //     handed to r with LocalOnly(ctx) true;
 //   - while it holds the fence, r runs under a context that ends when the
@@ -41,9 +39,13 @@ const FieldManager = "fencegate-gate"
 //
 // An object gone from the cache is judged by its own domain label as the
 // cache last had it, when the Gate saw it deleted, else by its
-// namespace's.
-func (g *Gate) Reconciler(obj client.Object, r reconcile.Reconciler) reconcile.Reconciler {
-	rec := &gated{g: g, proto: obj, objects: cachepeek.New(g.fences, g.client, obj), inner: r, conditions: hasConditions(obj) && !markedByFencegate(obj),
+// namespace's. Complete calls it with Source and Client for the same obj.
+func (g *Gate) Reconciler(obj client.Object, r reconcile.Reconciler, opts ...ReconcilerOption) reconcile.Reconciler {
+	var cfg reconcilerConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rec := &gated{g: g, proto: obj, objects: cachepeek.New(g.fences, g.client, obj), inner: r, conditions: marksConditions(obj, cfg),
 		gone: newTombstones(g.opts.Clock)}
 	// Not blocking: before the manager starts, this only registers the
 	// informer, which the controller of obj watches anyway.
@@ -57,13 +59,14 @@ func (g *Gate) Reconciler(obj client.Object, r reconcile.Reconciler) reconcile.R
 	return rec
 }
 
-// markedByFencegate says whether fencegate's own controller sets obj's
-// SourceConflict condition: it does for Components, from the policies,
-// and its webhook admits no one else's status writes on a fenced cluster,
-// so the Gate's would be refused writes of a cluster that must not write.
-func markedByFencegate(obj client.Object) bool {
-	_, ok := obj.(*fencegatev1alpha1.Component)
-	return ok
+// marksConditions says whether the Gate marks SourceConflict on objects
+// like obj: their type says it has conditions (Conditioned), and the
+// caller did not opt out. fencegate's Component is not Conditioned: its
+// controller sets a Component's SourceConflict from the policies, and its
+// webhook admits no one else's status writes on a fenced cluster.
+func marksConditions(obj client.Object, cfg reconcilerConfig) bool {
+	_, ok := obj.(Conditioned)
+	return ok && !cfg.noConditions
 }
 
 type gated struct {
@@ -131,7 +134,7 @@ func (r *gated) markConflict(ctx context.Context, key client.ObjectKey, h Hold) 
 	if want.Reason == "" {
 		want.Reason = fencegatev1alpha1.ReasonFenceUnknown
 	}
-	if c := meta.FindStatusCondition(conditionsOf(obj), want.Type); c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
+	if c := meta.FindStatusCondition(obj.(Conditioned).GetConditions(), want.Type); c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
 		return
 	}
 	gvk, err := r.g.gvkOf(obj)
@@ -151,34 +154,6 @@ func (r *gated) markConflict(ctx context.Context, key client.ObjectKey, h Hold) 
 	if err != nil {
 		r.g.log.V(1).Info("SourceConflict not marked", "object", client.ObjectKeyFromObject(obj), "kind", gvk.Kind, "error", err.Error())
 	}
-}
-
-// hasConditions says whether obj's type has status.conditions of
-// metav1.Condition.
-func hasConditions(obj client.Object) bool {
-	t := reflect.TypeOf(obj)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return false
-	}
-	status, ok := t.FieldByName("Status")
-	if !ok || status.Type.Kind() != reflect.Struct {
-		return false
-	}
-	c, ok := status.Type.FieldByName("Conditions")
-	return ok && c.Type == reflect.TypeOf([]metav1.Condition(nil))
-}
-
-// conditionsOf is obj's status.conditions; hasConditions(obj) holds.
-func conditionsOf(obj client.Object) []metav1.Condition {
-	v := reflect.ValueOf(obj)
-	for v.Kind() == reflect.Pointer {
-		v = v.Elem()
-	}
-	c, _ := v.FieldByName("Status").FieldByName("Conditions").Interface().([]metav1.Condition)
-	return c
 }
 
 // gvkOf is obj's kind in the Gate's scheme.

@@ -31,6 +31,9 @@ func (w *Widget) DeepCopyObject() runtime.Object {
 	return &out
 }
 
+// GetConditions makes a Widget gate.Conditioned: the Gate marks it.
+func (w *Widget) GetConditions() []metav1.Condition { return w.Status.Conditions }
+
 // WidgetList is a list of Widgets.
 type WidgetList struct {
 	metav1.TypeMeta `json:",inline"`
