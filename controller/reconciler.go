@@ -13,21 +13,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
-	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
 	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/marks"
 )
 
 // HeldRequeue is how often a held Component is looked at again even without
@@ -47,13 +44,14 @@ type Policy interface {
 // Reconciler writes each Component's fence conditions.
 type Reconciler struct {
 	client  client.Client
-	policy  Policy
-	fences  map[string]fencestate.Source
 	clock   clock.PassiveClock
+	policy  Policy
 	metrics *metrics
 	events  *eventRecorder
-	// marks are each served domain's.
-	marks map[string]*Marks
+	// components marks the Components in their domains' Marks, which
+	// marks holds by served domain.
+	components *marks.Kind[bool]
+	marks      map[string]*Marks
 }
 
 // Marks tells how far the controller got in re-marking the Components of
@@ -71,7 +69,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	var comp fencegatev1alpha1.Component
 	if err := r.client.Get(ctx, req.NamespacedName, &comp); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName, "")
+			r.components.Forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("get component %s: %w", req.NamespacedName, err)
@@ -79,31 +77,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// A Component being deleted is its owners' business; a status write
 	// would only race their finalizers.
 	if !comp.DeletionTimestamp.IsZero() {
-		r.forget(req.NamespacedName, "")
+		r.components.Forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	d, err := r.policy.DomainOf(ctx, comp.Namespace, comp.Labels[domain.Label])
-	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("fence domain of component %s: %w", req.NamespacedName, err)
-	}
-	// A Component that moved to d is no longer marked in another domain.
-	r.forget(req.NamespacedName, d)
-	marks := r.marks[d]
-	var gen uint64
-	if marks != nil {
-		gen = marks.generation()
-	}
-
 	input, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&comp)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("convert component %s for the policies: %w", req.NamespacedName, err)
 	}
-	before := r.fence(d)
-	decision, err := r.policy.Reconcile(ctx, d, input)
+	dec, err := r.components.Decide(ctx, &comp)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("fence domain of component %s: %w", req.NamespacedName, err)
+	}
+	decision, err := r.policy.Reconcile(ctx, dec.Domain, input)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("evaluate reconcile policy for %s: %w", req.NamespacedName, err)
 	}
-	fence := r.fence(d)
+	fence := dec.Decided()
 
 	desired := Desired(&comp, decision, fence, r.clock.Now())
 	if decision.Hold {
@@ -111,13 +100,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}
 	// The Component is marked once its status says what the decision
 	// says: already, or after the write below.
-	mark := func() {
-		if marks != nil {
-			r.metrics.held.WithLabelValues(d).Set(float64(marks.marked(req.NamespacedName, gen, before.Key(), fence.Key(), decision.Hold)))
-		}
-	}
 	if equality.Semantic.DeepEqual(comp.Status, desired) {
-		mark()
+		dec.Mark(decision.Hold)
 		return result, nil
 	}
 
@@ -132,36 +116,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	if err := r.client.Status().Apply(ctx, status, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, fmt.Errorf("apply status of component %s: %w", req.NamespacedName, err)
 	}
-	mark()
+	dec.Mark(decision.Hold)
 	if after := sourceConflict(desired); after != conflictBefore {
 		r.events.fenceChanged(&comp, decision)
 	}
 	log.V(1).Info("wrote fence conditions", "hold", decision.Hold, "reason", decision.Reason)
 	return result, nil
-}
-
-// fence is the fence state the policies see now for domain d; unknown
-// before its agent wrote one, and for a domain not served.
-func (r *Reconciler) fence(d string) fencestate.State {
-	var fence fencestate.State
-	ok := false
-	if src, served := r.fences[d]; served {
-		fence, ok = src.Fence()
-	}
-	if !ok {
-		fence.Status = fencestate.Unknown
-	}
-	return fence
-}
-
-// forget drops a Component from the marks of every domain but keep: it
-// was deleted (keep "") or moved to keep.
-func (r *Reconciler) forget(name types.NamespacedName, keep string) {
-	for d, m := range r.marks {
-		if d != keep && m.tracks(name) {
-			r.metrics.held.WithLabelValues(d).Set(float64(m.gone(name)))
-		}
-	}
 }
 
 // sourceConflict returns the SourceConflict condition's status and reason.
@@ -195,17 +155,6 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// domainLabelChanged passes the updates of a namespace that change its
-// domain label: only those move its Components to another domain.
-var domainLabelChanged = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetLabels()[domain.Label] != e.ObjectNew.GetLabels()[domain.Label]
-	},
-}
-
 // SetupWithManager registers the Component controller with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Policy == nil || len(opts.Fences) == 0 {
@@ -229,23 +178,29 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		client:  mgr.GetClient(),
-		policy:  opts.Policy,
-		fences:  opts.Fences,
 		clock:   opts.Clock,
+		policy:  opts.Policy,
 		metrics: m,
 		events:  newEventRecorder(mgr.GetEventRecorder("fencegate-controller"), opts.EventsPerSecond, opts.EventBurst, m),
 		marks:   make(map[string]*Marks, len(opts.Fences)),
 	}
+	trackers := make(map[string]*marks.Tracker[bool], len(opts.Fences))
+	for d := range opts.Fences {
+		r.marks[d] = NewMarks()
+		trackers[d] = r.marks[d].t
+		r.metrics.held.WithLabelValues(d)
+	}
+	// Every change of a domain's marks publishes its held count.
+	r.components = marks.NewKind(marks.Domains{Fences: opts.Fences, DomainOf: opts.Policy.DomainOf}, trackers,
+		func(d string, t *marks.Tracker[bool]) { r.metrics.held.WithLabelValues(d).Set(float64(t.Count())) })
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&fencegatev1alpha1.Component{}).
 		Named("component").
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		// A namespace whose domain label changes moves its Components.
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.componentsIn), builder.WithPredicates(domainLabelChanged))
-	for d, src := range opts.Fences {
-		r.marks[d] = NewMarks()
-		r.metrics.held.WithLabelValues(d)
-		b = b.WatchesRawSource(r.enqueueDomainOn(d, src.Subscribe(), mgr.GetClient()))
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.componentsIn), builder.WithPredicates(marks.DomainLabelChanged))
+	for d := range opts.Fences {
+		b = b.WatchesRawSource(r.enqueueDomain(d, mgr.GetClient()))
 	}
 	err = b.Complete(r)
 	if err != nil {

@@ -10,50 +10,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fencegatev1alpha1 "github.com/fencegate/fencegate/api/v1alpha1"
-	"github.com/fencegate/fencegate/domain"
-	"github.com/fencegate/fencegate/fencestate"
+	"github.com/fencegate/fencegate/internal/marks"
 )
 
-// enqueueDomainOn is a source that enqueues every Component of domain d
-// when it starts and each time changes signals, and begins a generation of
-// d's marks for the fence state of that moment with them: a transition of
-// one domain re-marks its Components only.
-func (r *Reconciler) enqueueDomainOn(d string, changes <-chan struct{}, reader client.Reader) source.Source {
-	return r.marks[d].t.Source(func() fencestate.Key { return r.fence(d).Key() }, changes,
-		func(ctx context.Context) ([]types.NamespacedName, error) { return r.componentsOf(ctx, reader, d) },
-		"the Components of domain "+d)
-}
-
-// componentsOf lists the Components of domain d.
-func (r *Reconciler) componentsOf(ctx context.Context, reader client.Reader, d string) ([]types.NamespacedName, error) {
-	var list fencegatev1alpha1.ComponentList
-	// The reader is the manager's cache: listing is a memory read, and
-	// only the keys and labels are read, so the cached objects are not
-	// deep-copied (a transition lists every Component).
-	if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	names := make([]types.NamespacedName, 0, len(list.Items))
-	// The domains found, by namespace and label: a transition lists every
-	// Component, and most share a few namespaces.
-	type where struct{ namespace, label string }
-	found := map[where]string{}
-	for i := range list.Items {
-		c := &list.Items[i]
-		w := where{c.Namespace, c.Labels[domain.Label]}
-		in, ok := found[w]
-		if !ok {
-			var err error
-			if in, err = r.policy.DomainOf(ctx, w.namespace, w.label); err != nil {
-				return nil, err
-			}
-			found[w] = in
+// enqueueDomain is a source that enqueues every Component of domain d
+// when it starts and on each of d's fence transitions, and begins a
+// generation of d's marks for the fence state of that moment with them: a
+// transition of one domain re-marks its Components only.
+func (r *Reconciler) enqueueDomain(d string, reader client.Reader) source.Source {
+	return r.components.Source(d, func(ctx context.Context) ([]types.NamespacedName, error) {
+		var list fencegatev1alpha1.ComponentList
+		// The reader is the manager's cache: listing is a memory read,
+		// and only the keys and labels are read, so the cached objects
+		// are not deep-copied (a transition lists every Component).
+		if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
 		}
-		if in == d {
-			names = append(names, client.ObjectKeyFromObject(c))
-		}
-	}
-	return names, nil
+		return marks.In(ctx, r.components.Domains(), d, list.Items)
+	}, "the Components of domain "+d)
 }
 
 // componentsIn are the requests of every Component in the namespace obj,

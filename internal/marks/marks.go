@@ -30,18 +30,26 @@ type Tracker[V comparable] struct {
 	key     fencestate.Key
 	pending map[types.NamespacedName]struct{}
 	values  map[types.NamespacedName]V
+	// count says which marks counted sums up (nil: none): the sum is
+	// kept as the marks change rather than counted on each read, since a
+	// transition re-marks every object and its reader asks after each.
+	count   func(V) bool
+	counted int
 	changes chan struct{}
 }
 
-// New returns an empty tracker.
-func New[V comparable]() *Tracker[V] { return NewOn[V](notify.New()) }
+// New returns an empty tracker that counts the marks count says to count
+// (nil for none).
+func New[V comparable](count func(V) bool) *Tracker[V] { return NewOn(notify.New(), count) }
 
 // NewOn returns an empty tracker that signals its changes on changes (a
-// channel of notify.New), which several trackers may share.
-func NewOn[V comparable](changes chan struct{}) *Tracker[V] {
+// channel of notify.New), which several trackers may share, and counts the
+// marks count says to count (nil for none).
+func NewOn[V comparable](changes chan struct{}, count func(V) bool) *Tracker[V] {
 	return &Tracker[V]{
 		pending: map[types.NamespacedName]struct{}{},
 		values:  map[types.NamespacedName]V{},
+		count:   count,
 		changes: changes,
 	}
 }
@@ -49,14 +57,33 @@ func NewOn[V comparable](changes chan struct{}) *Tracker[V] {
 // Changes signals (coalescing, never blocking) every change of the marks.
 func (t *Tracker[V]) Changes() <-chan struct{} { return t.changes }
 
-// Read calls read with the tracker's state under its lock: whether a
-// generation began, the state being marked for, how many objects are still
-// to be marked for it, and every object's last mark. read must not keep
-// values.
-func (t *Tracker[V]) Read(read func(started bool, key fencestate.Key, pending int, values map[types.NamespacedName]V)) {
+// View is a tracker's state at one moment.
+type View[V comparable] struct {
+	// Started is false until a generation began.
+	Started bool
+	// Key is the state being marked for.
+	Key fencestate.Key
+	// Pending is how many objects are still to be marked for Key.
+	Pending int
+	// Counted is how many marks the tracker's count counts.
+	Counted int
+	// Values are every object's last mark.
+	Values map[types.NamespacedName]V
+}
+
+// Read calls read with the tracker's state under its lock; read must not
+// keep the view's Values.
+func (t *Tracker[V]) Read(read func(View[V])) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	read(t.started, t.key, len(t.pending), t.values)
+	read(View[V]{Started: t.started, Key: t.key, Pending: len(t.pending), Counted: t.counted, Values: t.values})
+}
+
+// Count is how many marks the tracker's count counts.
+func (t *Tracker[V]) Count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.counted
 }
 
 // Begin starts a generation for the state key: every one of names must be
@@ -84,15 +111,21 @@ func (t *Tracker[V]) Generation() uint64 {
 // value for an object. The fence state was before when the reconcile began
 // to decide and after once it had decided: it counts as a mark for the
 // generation's state only when both are that state, since the decision then
-// read that state and no other. It returns the object's previous mark
-// (the zero value when it had none), so that a caller can keep sums of the
-// marks as they change rather than count them all.
-func (t *Tracker[V]) Mark(name types.NamespacedName, gen uint64, before, after fencestate.Key, value V) (previous V) {
+// read that state and no other.
+func (t *Tracker[V]) Mark(name types.NamespacedName, gen uint64, before, after fencestate.Key, value V) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old, had := t.values[name]
 	t.values[name] = value
 	changed := !had || old != value
+	if changed {
+		if had && t.counts(old) {
+			t.counted--
+		}
+		if t.counts(value) {
+			t.counted++
+		}
+	}
 	if _, pending := t.pending[name]; pending && gen == t.gen && before == t.key && after == t.key {
 		delete(t.pending, name)
 		changed = true
@@ -100,33 +133,29 @@ func (t *Tracker[V]) Mark(name types.NamespacedName, gen uint64, before, after f
 	if changed {
 		t.signal()
 	}
-	return old
-}
-
-// Tracks reports whether the object has a mark or is still to be marked.
-func (t *Tracker[V]) Tracks(name types.NamespacedName) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, marked := t.values[name]
-	_, pending := t.pending[name]
-	return marked || pending
 }
 
 // Gone records that an object needs no more marks (deleted, or moved to
-// another domain), and returns its last mark (the zero value when it had
-// none).
-func (t *Tracker[V]) Gone(name types.NamespacedName) (last V) {
+// another domain), and reports whether it had a mark or was still to be
+// marked.
+func (t *Tracker[V]) Gone(name types.NamespacedName) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last, marked := t.values[name]
 	_, pending := t.pending[name]
+	if marked && t.counts(last) {
+		t.counted--
+	}
 	delete(t.values, name)
 	delete(t.pending, name)
 	if marked || pending {
 		t.signal()
 	}
-	return last
+	return marked || pending
 }
+
+// counts reports whether the tracker counts the mark v.
+func (t *Tracker[V]) counts(v V) bool { return t.count != nil && t.count(v) }
 
 // Source is a controller source that, when it starts and on each signal of
 // changes, reads the fence state with state, lists the objects to mark with
