@@ -18,11 +18,16 @@
 // releases the fence.
 //
 // What the Gate offers:
+//   - Complete builds a controller behind the Gate from the object it
+//     reconciles, named once: it adds Source, hands the reconciler Client
+//     and wraps it in Reconciler. The three stay public.
 //   - Reconciler wraps a reconciler: while the cluster does not hold the
 //     fence of the object's domain, Reconcile is not called; the object
-//     gets the SourceConflict condition (when its type has conditions; a
-//     Component's is fencegate's controller's to set) and is requeued without rate-limit penalty. A deletion is handed to the
-//     reconciler flagged LocalOnly, to tear down local state only.
+//     gets the SourceConflict condition (when its type is Conditioned,
+//     unless WithoutConditions; fencegate's Component is not: its
+//     controller sets that condition) and is requeued without rate-limit
+//     penalty. A deletion is handed to the reconciler flagged LocalOnly,
+//     to tear down local state only.
 //   - Source re-enqueues every object of a kind on each transition of its
 //     domain.
 //   - Client gates writes by the domain of the object written, not of the

@@ -43,8 +43,9 @@ func (a *actuator) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 }
 
 // An operator that acts on Components only while its cluster holds their
-// fence domain: the gate is three lines around the controller it already
-// has.
+// fence domain: one Complete call around the controller it already has
+// names the Component once and adds the re-enqueue on transitions, the
+// gated client it hands the reconciler, and the wrapped reconciler.
 func Example() {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -58,6 +59,27 @@ func Example() {
 	if err != nil {
 		os.Exit(1)
 	}
+	err = g.Complete(ctrl.NewControllerManagedBy(mgr), &fencegatev1alpha1.Component{},
+		func(writes client.Client) reconcile.Reconciler { return &actuator{Client: writes} })
+	if err != nil {
+		os.Exit(1)
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		os.Exit(1)
+	}
+}
+
+// The three parts Complete adds, for a controller that needs them apart:
+// the same object each time.
+func ExampleGate_Reconciler() {
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{})
+	if err != nil {
+		os.Exit(1)
+	}
+	g, err := gate.New(mgr, gate.Options{})
+	if err != nil {
+		os.Exit(1)
+	}
 	writes, err := g.Client(mgr.GetClient(), &fencegatev1alpha1.Component{})
 	if err != nil {
 		os.Exit(1)
@@ -67,9 +89,6 @@ func Example() {
 		WatchesRawSource(g.Source(&fencegatev1alpha1.Component{})).
 		Complete(g.Reconciler(&fencegatev1alpha1.Component{}, &actuator{Client: writes}))
 	if err != nil {
-		os.Exit(1)
-	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		os.Exit(1)
 	}
 }

@@ -63,25 +63,24 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	writes, err := g.Client(mgr.GetClient(), &fencegatev1alpha1.Component{})
-	if err != nil {
-		return err
-	}
 	helm, err := newHelmClients(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
-	a := &Actuator{client: writes, helm: helm, charts: newCharts()}
 	name := opts.Name
 	if name == "" {
 		name = "helm-actuator"
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(name).
-		For(&fencegatev1alpha1.Component{}).
-		WatchesRawSource(g.Source(&fencegatev1alpha1.Component{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)}).
-		Complete(g.Reconciler(&fencegatev1alpha1.Component{}, a))
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)})
+	return g.Complete(b, &fencegatev1alpha1.Component{},
+		func(writes client.Client) reconcile.Reconciler {
+			return &Actuator{client: writes, helm: helm, charts: newCharts()}
+		},
+		// fencegate's controller sets a Component's SourceConflict from
+		// its policies; the gate must not write it too.
+		gate.WithoutConditions())
 }
 
 // Actuator installs each Component's chart with the Helm SDK and publishes
