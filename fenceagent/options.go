@@ -33,10 +33,11 @@ const (
 	DefaultLeaseMargin = 2 * time.Second
 	// DefaultTakeoverGrace is what fencegate run gives TakeoverGrace: with
 	// the lease margin before the grant, a holder cut off from the
-	// authority has margin + grace to suspend its actuators, about ten
-	// seconds with the chart's 6 s margin, more than suspending 1,000 mixed
-	// objects takes (docs/design.md, "Handover order").
-	DefaultTakeoverGrace = 5 * time.Second
+	// authority has margin + grace to suspend its actuators, 12 s with the
+	// default 2 s margin and 16 s with the chart's 6 s, more than holding
+	// 1,000 objects took on a busy two-core machine (docs/design.md,
+	// "Handover order").
+	DefaultTakeoverGrace = 10 * time.Second
 )
 
 // Options configure a ClusterFence. Zero durations take the defaults above.
