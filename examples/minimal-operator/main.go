@@ -67,15 +67,19 @@ func run() error {
 	}
 	// The fence domain of objects that name none comes from FENCEGATE_DOMAIN,
 	// fencegate's --domain; fencegate runs in namespace fencegate.
-	g, err := gate.New(mgr, gate.Options{})
-	if err != nil {
-		return err
-	}
-	err = g.Complete(ctrl.NewControllerManagedBy(mgr).Owns(&corev1.ConfigMap{}), &fencegatev1alpha1.Component{},
-		func(writes client.Client) reconcile.Reconciler { return &operator{client: writes} },
-		gate.AlsoGate(&corev1.ConfigMap{}))
-	if err != nil {
+	if _, err := setup(mgr, gate.Options{}); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setup adds the operator behind a gate of opts to mgr.
+func setup(mgr ctrl.Manager, opts gate.Options) (*gate.Gate, error) {
+	g, err := gate.New(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	return g, g.Complete(ctrl.NewControllerManagedBy(mgr).Owns(&corev1.ConfigMap{}), &fencegatev1alpha1.Component{},
+		func(writes client.Client) reconcile.Reconciler { return &operator{client: writes} },
+		gate.AlsoGate(&corev1.ConfigMap{}))
 }
