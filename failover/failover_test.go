@@ -296,6 +296,7 @@ func TestProgress(t *testing.T) {
 				{target: acquiring, holder: eastActive, steps: []failover.Step{failover.StepDeclared}},
 				{target: acquiring, holder: told, steps: []failover.Step{failover.StepHolderTold}},
 				{target: acquiring, holder: stopped, steps: []failover.Step{failover.StepHolderStopped}},
+				{target: acquiring, holder: func() fence { b := stopped; b.quiesced = "False/NotQuiet"; return b }(), steps: []failover.Step{failover.StepHolderHeld}},
 				{target: granted, holder: stopped, steps: []failover.Step{failover.StepGranted}},
 				{target: westDone, holder: stopped, steps: []failover.Step{failover.StepTargetMarked}},
 				{target: westDone, holder: eastDone, steps: []failover.Step{failover.StepHolderMarked}, done: true},

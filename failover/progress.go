@@ -166,13 +166,18 @@ func (p *Progress) Observe(target, holder *fencegatev1alpha1.Fence) Observation 
 		if p.seen[StepHolderStopped] && fencedBy(holder, name) && meta.IsStatusConditionTrue(h.Conditions, fencegatev1alpha1.ConditionEnforced) {
 			see(StepHolderMarked, "%s: %s", hname, components(h))
 		}
-		if q := condition(holder, fencegatev1alpha1.ConditionQuiesced); p.seen[StepHolderTold] && fencedBy(holder, name) {
+		q := condition(holder, fencegatev1alpha1.ConditionQuiesced)
+		if p.seen[StepHolderTold] {
+			// Held comes before the grant: the old holder releases the
+			// fence only then, while its Fence still names it holder.
 			switch q.Reason {
 			case fencegatev1alpha1.ReasonQuiesced, fencegatev1alpha1.ReasonNotQuiet:
 				see(StepHolderHeld, "%s: %s held objects", hname, heldObjects(h))
 			case fencegatev1alpha1.ReasonNoHeldKinds:
 				see(StepHolderHeld, "%s holds no actuators (no kinds held)", hname)
 			}
+		}
+		if p.seen[StepHolderTold] && fencedBy(holder, name) {
 			switch {
 			case q.Status == metav1.ConditionTrue:
 				see(StepHolderQuiesced, "%s: %s held objects, all quiet", hname, heldObjects(h))
