@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/fencegate/fencegate/fencestate"
 	"github.com/fencegate/fencegate/internal/marks"
 )
@@ -82,9 +80,9 @@ func (p Progress) Counts() (held, quiet int) {
 // kindProgress reads one kind's tracker.
 func kindProgress(kind string, t *marks.Tracker[mark]) KindProgress {
 	p := KindProgress{Kind: kind}
-	t.Read(func(started bool, key fencestate.Key, pending int, values map[types.NamespacedName]mark) {
-		p.Started, p.Key, p.Pending, p.Total = started, key, pending, len(values)
-		for _, m := range values {
+	t.Read(func(v marks.View[mark]) {
+		p.Started, p.Key, p.Pending, p.Total = v.Started, v.Key, v.Pending, len(v.Values)
+		for _, m := range v.Values {
 			if !m.held {
 				continue
 			}

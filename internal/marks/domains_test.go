@@ -94,9 +94,9 @@ func TestDomainLabelChanged(t *testing.T) {
 		old, new string
 		want     bool
 	}{
-		"labelled":           {old: "", new: "west", want: true},
-		"relabelled":         {old: "east", new: "west", want: true},
-		"unlabelled":         {old: "east", new: "", want: true},
+		"labelled":              {old: "", new: "west", want: true},
+		"relabelled":            {old: "east", new: "west", want: true},
+		"unlabelled":            {old: "east", new: "", want: true},
 		"the domain label kept": {old: "east", new: "east"},
 	}
 	for name, tc := range tests {

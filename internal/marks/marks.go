@@ -6,6 +6,12 @@
 // across a transition never passes for one of the new state. Each object
 // keeps the value of its last mark (whether it is held, whether it is
 // quiet), which the controller sums up for the Fence's status.
+//
+// Kind is the protocol both marking controllers (the Component controller
+// and the hold controller) follow in a reconcile: place the object in its
+// domain, forget it in every other, note the generation and the fence state,
+// decide, read the state again, mark. It is written once so that the
+// conditions judged from the marks (Enforced, Quiesced) mean the same.
 package marks
 
 import (
