@@ -135,6 +135,9 @@ type pod struct {
 	// (the lease nemesis): its published hold stays as it was, and the
 	// withdrawal before a release fails.
 	leaseFails atomic.Bool
+	// handingOver is set, by domain, from the end of a handover's wait
+	// (AwaitHandover) to the withdrawal that follows it (BeforeRelease).
+	handingOver []atomic.Bool
 }
 
 // writerWrap is a test-only change to what the agents write, used to show
@@ -356,6 +359,7 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	p := &pod{
 		name: fmt.Sprintf("%s/%d", clusterNames[c], r.counter[c]), cluster: c, uid: r.sched.uids[c],
 		epochs: epochs, agents: make([]*fenceagent.ClusterFence, len(r.domains)), tokens: make([][]uint64, len(r.domains)),
+		handingOver: make([]atomic.Bool, len(r.domains)),
 	}
 	p.actor, p.restored = p.uid, b != nil
 	generations := slices.Clone(r.generations[c])
@@ -384,6 +388,9 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 	}
 	if p.engine, err = engine.New(engine.Options{
 		Domains: r.domains, Logger: logr.Discard(), PolicyDir: policyDir, Namespaces: namespaceView{kc, kc.gateDelay},
+		// As fencegate run passes the hold controller's kinds: a revision
+		// whose hold decision fails for one of them is refused.
+		HoldKinds: heldResources(),
 	}); err != nil {
 		r.t.Errorf("%s: engine: %v", p.name, err)
 		return p
@@ -433,13 +440,22 @@ func (r *run) startPod(c int, epochs []uint64, b *backup) *pod {
 		// once its cluster's hold controller held every object of the
 		// domain, quiet, and its Lease no longer publishes its hold. A
 		// restored copy runs no actuators here.
+		// Without the order (unordered), the wait returns at once. The
+		// withdrawal that follows a wait is a handover's; one without it,
+		// a pod's shutdown.
 		var await func(context.Context, fencestate.State) error
 		before := func(context.Context) error { return nil }
-		if b == nil && !r.unordered {
-			await = func(ctx context.Context, _ fencestate.State) error { return kc.awaitHandover(ctx, name) }
-		}
 		if b == nil {
-			before = func(context.Context) error { return kc.withdraw(p, d) }
+			await = func(ctx context.Context, _ fencestate.State) error {
+				if !r.unordered {
+					if err := kc.awaitHandover(ctx, name); err != nil {
+						return err
+					}
+				}
+				p.handingOver[d].Store(true)
+				return nil
+			}
+			before = func(context.Context) error { return kc.withdraw(p, d, p.handingOver[d].Swap(false)) }
 		}
 		agent, err := fenceagent.New(fenceagent.Options{
 			Client:          client,
@@ -734,7 +750,8 @@ func (r *run) stop() History {
 	h.Counts = Counts{
 		Runs: w.runs.Load(), Writes: w.writes.Load(), FencedWrites: w.fencedWrites.Load(), CancelledWrites: w.cancelledWrites.Load(), RefusedWrites: w.refusedWrites.Load(),
 		HoldErrors: w.holdErrors.Load(), ResumeWaits: w.resumeWaits.Load(),
-		HandoversAwaited: w.handoversAwaited.Load(), HandoverTimeouts: w.handoverTimeouts.Load(), WithdrawalsRefused: w.withdrawalsRefused.Load(), LeaseFailures: n.leaseFailures.Load(),
+		HandoversAwaited: w.handoversAwaited.Load(), HandoverTimeouts: w.handoverTimeouts.Load(), WithdrawalsRefused: w.withdrawalsRefused.Load(),
+		ShutdownWithdrawalsRefused: w.shutdownWithdrawalsRefused.Load(), LeaseFailures: n.leaseFailures.Load(),
 		BrokenReloads: n.brokenReloads.Load(), RefusedReloads: n.refusedReloads.Load(),
 		Relabels: n.relabels.Load(), AcrossHolders: n.acrossHolders.Load(), Failbacks: n.failbacks.Load(),
 		CopyHeld: r.copyHeld.Load(),

@@ -60,8 +60,10 @@ type Counts struct {
 	// HandoversAwaited counts the releases that waited until the
 	// cluster's objects were held, HandoverTimeouts those that ran out of
 	// lease first; WithdrawalsRefused the withdrawals a failing Lease
-	// refused, LeaseFailures the pods made to fail.
-	HandoversAwaited, HandoverTimeouts, WithdrawalsRefused, LeaseFailures int64
+	// refused while its holder handed over (so that it did not release),
+	// ShutdownWithdrawalsRefused those refused to a pod that stopped,
+	// LeaseFailures the pods made to fail.
+	HandoversAwaited, HandoverTimeouts, WithdrawalsRefused, ShutdownWithdrawalsRefused, LeaseFailures int64
 	// BrokenReloads counts the engines told to reload a broken hold
 	// policy, RefusedReloads those that refused it.
 	BrokenReloads, RefusedReloads int64

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
@@ -63,6 +64,10 @@ const (
 	// each at its own pace. Past the grace, an action is counted for the
 	// new domain, so a cluster that did not follow the relabel is caught.
 	relabelGrace = maxWatchDelay + 16*maxPatch + maxRun + 100*time.Millisecond
+	// relabelBound bounds how long an object's actions count for its
+	// namespace's old domain while the hold controller has not decided
+	// it since the relabel.
+	relabelBound = leaseTTL
 	// kindsPerNamespace is how many held objects each namespace has.
 	kindsPerNamespace = 3
 )
@@ -102,6 +107,11 @@ func (v *versions[T]) seen(at time.Duration) (T, bool) {
 // own suspension, and what it reports while it runs.
 type heldKind struct {
 	name string
+	// resource is the kind's resource, as the hold controller's
+	// --hold-kinds names it: the engines are built with every model
+	// kind's (engine.Options.HoldKinds), so that they try the hold
+	// decision of each before a revision serves.
+	resource schema.GroupResource
 	// object is the object, not held.
 	object func(namespace, name string) map[string]any
 	// suspended is how the actuator reads its object.
@@ -117,7 +127,8 @@ type heldKind struct {
 // heldKinds are the kinds of every rule of the shipped hold policy.
 var heldKinds = []heldKind{
 	{
-		name: "cronjob",
+		name:     "cronjob",
+		resource: schema.GroupResource{Group: "batch", Resource: "cronjobs"},
 		object: func(ns, name string) map[string]any {
 			return kobject("batch/v1", "CronJob", ns, name, map[string]any{"schedule": "* * * * *", "suspend": false})
 		},
@@ -132,7 +143,8 @@ var heldKinds = []heldKind{
 		fields: []engine.HoldField{{Path: []string{"spec", "suspend"}, Value: true}},
 	},
 	{
-		name: "argo-cronworkflow",
+		name:     "argo-cronworkflow",
+		resource: schema.GroupResource{Group: "argoproj.io", Resource: "cronworkflows"},
 		object: func(ns, name string) map[string]any {
 			return kobject("argoproj.io/v1alpha1", "CronWorkflow", ns, name, map[string]any{"schedule": "* * * * *"})
 		},
@@ -147,7 +159,8 @@ var heldKinds = []heldKind{
 		fields: []engine.HoldField{{Path: []string{"spec", "suspend"}, Value: true}},
 	},
 	{
-		name: "flux-kustomization",
+		name:     "flux-kustomization",
+		resource: schema.GroupResource{Group: "kustomize.toolkit.fluxcd.io", Resource: "kustomizations"},
 		object: func(ns, name string) map[string]any {
 			return kobject("kustomize.toolkit.fluxcd.io/v1", "Kustomization", ns, name, map[string]any{"interval": "1m", "path": "./"})
 		},
@@ -164,7 +177,8 @@ var heldKinds = []heldKind{
 		fields: []engine.HoldField{{Path: []string{"spec", "suspend"}, Value: true}},
 	},
 	{
-		name: "flux-helmrelease",
+		name:     "flux-helmrelease",
+		resource: schema.GroupResource{Group: "helm.toolkit.fluxcd.io", Resource: "helmreleases"},
 		object: func(ns, name string) map[string]any {
 			return kobject("helm.toolkit.fluxcd.io/v2", "HelmRelease", ns, name, map[string]any{"interval": "1m"})
 		},
@@ -179,7 +193,8 @@ var heldKinds = []heldKind{
 		fields: []engine.HoldField{{Path: []string{"spec", "suspend"}, Value: true}},
 	},
 	{
-		name: "argocd-application",
+		name:     "argocd-application",
+		resource: schema.GroupResource{Group: "argoproj.io", Resource: "applications"},
 		object: func(ns, name string) map[string]any {
 			return kobject("argoproj.io/v1alpha1", "Application", ns, name, map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"prune": true}}})
 		},
@@ -194,7 +209,8 @@ var heldKinds = []heldKind{
 		fields: []engine.HoldField{{Path: []string{"spec", "syncPolicy", "automated", "enabled"}, Value: false}},
 	},
 	{
-		name: "crossplane-managed",
+		name:     "crossplane-managed",
+		resource: schema.GroupResource{Group: "s3.aws.upbound.io", Resource: "buckets"},
 		object: func(ns, name string) map[string]any {
 			return kobject("s3.aws.upbound.io/v1beta1", "Bucket", ns, name, map[string]any{"forProvider": map[string]any{"region": "eu-west-1"}, "managementPolicies": []any{"*"}})
 		},
@@ -212,7 +228,8 @@ var heldKinds = []heldKind{
 		fields: []engine.HoldField{{Path: []string{"spec", "managementPolicies"}, Value: []any{"Observe"}}},
 	},
 	{
-		name: "keda-scaledobject",
+		name:     "keda-scaledobject",
+		resource: schema.GroupResource{Group: "keda.sh", Resource: "scaledobjects"},
 		object: func(ns, name string) map[string]any {
 			return kobject("keda.sh/v1alpha1", "ScaledObject", ns, name, map[string]any{"scaleTargetRef": map[string]any{"name": name}})
 		},
@@ -233,7 +250,8 @@ var heldKinds = []heldKind{
 	{
 		// A Velero Schedule reports nothing of the Backups it starts:
 		// its action is the start of a Backup, short.
-		name: "velero-schedule",
+		name:     "velero-schedule",
+		resource: schema.GroupResource{Group: "velero.io", Resource: "schedules"},
 		object: func(ns, name string) map[string]any {
 			return kobject("velero.io/v1", "Schedule", ns, name, map[string]any{"schedule": "@every 1m"})
 		},
@@ -241,6 +259,15 @@ var heldKinds = []heldKind{
 		report:    func(map[string]any, bool, bool) {},
 		fields:    []engine.HoldField{{Path: []string{"spec", "paused"}, Value: true}},
 	},
+}
+
+// heldResources are the resources of heldKinds.
+func heldResources() []schema.GroupResource {
+	out := make([]schema.GroupResource, 0, len(heldKinds))
+	for _, k := range heldKinds {
+		out = append(out, k.resource)
+	}
+	return out
 }
 
 // kobject is an object as the API server returns it.
@@ -306,6 +333,16 @@ type kobj struct {
 	// reported is what the actuator last reported: running, suspended.
 	reported    [2]bool
 	reportedAny bool
+	// pending says the object must be decided again (a fence transition,
+	// a patch that lost a race); decidedRV and decidedIn are the
+	// resourceVersion and domain of the last decision, retryAt when a
+	// decision that failed is tried again.
+	pending   bool
+	decidedRV int
+	decidedIn string
+	retryAt   time.Duration
+	// decidedAt is when the hold controller last decided it.
+	decidedAt time.Duration
 }
 
 // publication is the hold one replica's membership Lease publishes for a
@@ -332,8 +369,11 @@ type kcluster struct {
 	// gateDelay is how far behind the gate's caches are.
 	gateDelay time.Duration
 	// handled is, per domain, the fence state the hold controller last
-	// re-decided the domain's objects for.
-	handled []fencestate.State
+	// re-decided the domain's objects for; resumeDue whether that state's
+	// ResumeAtNS was still ahead (the objects are decided again once it
+	// passes).
+	handled   []fencestate.State
+	resumeDue []bool
 }
 
 // world is a history's model of the clusters' Kubernetes side.
@@ -352,7 +392,7 @@ type world struct {
 	runs, writes, fencedWrites, cancelledWrites, refusedWrites atomic.Int64
 	holdErrors, holds, releases, resumeWaits                   atomic.Int64
 	leaseFailures, withdrawalsRefused, handoversAwaited        atomic.Int64
-	handoverTimeouts                                           atomic.Int64
+	handoverTimeouts, shutdownWithdrawalsRefused               atomic.Int64
 }
 
 // newWorld makes the model of the clusters of r, every object held.
@@ -365,7 +405,7 @@ func newWorld(r *run) *world {
 	for c := range clusterNames {
 		kc := &kcluster{
 			w: w, index: c, namespaces: map[string]*versions[string]{}, published: map[string][]*versions[publication]{},
-			fences: make([]versions[fencestate.State], len(r.domains)), handled: make([]fencestate.State, len(r.domains)),
+			fences: make([]versions[fencestate.State], len(r.domains)), handled: make([]fencestate.State, len(r.domains)), resumeDue: make([]bool, len(r.domains)),
 			gateDelay: time.Duration(rand.Int64N(int64(maxWatchDelay))),
 		}
 		for i, ns := range w.namespaces {
@@ -501,15 +541,19 @@ func (w *world) stopped(d time.Duration) bool {
 // domainAt is the domain an action of an object of namespace ns that
 // begins at now counts for: the namespace's domain on the cluster's API
 // server, or the domain the actor was allowed by (decided) when the
-// namespace was in it within relabelGrace (under kc.mu).
-func (kc *kcluster) domainAt(ns string, now time.Duration, decided string) string {
+// namespace left it within relabelGrace, or after the hold controller
+// last decided the object (lookedAt) and within relabelBound: a hold
+// controller that lags (a loaded machine runs the histories' clusters
+// slower than their schedule) has not yet followed the relabel, one that
+// never follows it is caught once the bound is past (under kc.mu).
+func (kc *kcluster) domainAt(ns string, now time.Duration, decided string, lookedAt time.Duration) string {
 	v := kc.namespaces[ns]
 	cur, _ := v.seen(now)
 	if decided == cur {
 		return cur
 	}
-	for i := len(v.at) - 1; i >= 0 && v.at[i] > now-relabelGrace; i-- {
-		if i > 0 && v.vals[i-1] == decided {
+	for i := len(v.at) - 1; i > 0 && v.at[i] > now-relabelBound; i-- {
+		if v.vals[i-1] == decided && (v.at[i] > now-relabelGrace || v.at[i] > lookedAt) {
 			return decided
 		}
 	}
@@ -538,7 +582,7 @@ func (kc *kcluster) actuate() {
 				}
 				o.run = &Action{
 					Actor:   fmt.Sprintf("%s %s %s/%s", clusterNames[kc.index], o.kind.name, o.namespace, o.name),
-					Cluster: w.r.sched.uids[kc.index], Domain: kc.domainAt(o.namespace, now, o.releasedIn), Token: o.released,
+					Cluster: w.r.sched.uids[kc.index], Domain: kc.domainAt(o.namespace, now, o.releasedIn, o.decidedAt), Token: o.released,
 					Start: now, End: now + d,
 				}
 				o.next = o.run.End + time.Duration(rand.Int64N(int64(4*tick)))
@@ -608,20 +652,24 @@ func (v namespaceView) DomainLabel(_ context.Context, ns string) (string, error)
 
 var _ domain.Namespaces = namespaceView{}
 
-// holdLoop is the hold controller: on every fence transition of a domain
-// (and every namespace relabel, and a resync now and then) it re-decides
-// that domain's objects, one patch at a time, with the real policy of the
-// leader's engine, and holds an active domain's objects until the state's
-// ResumeAtNS.
+// holdLoop is the hold controller: it decides an object again, one patch
+// at a time with the real policy of the leader's engine, when the fence of
+// a domain changes (and when a state's ResumeAtNS passes: an active
+// domain's objects are held until then), when the object's namespace, as
+// its cache shows it, changed domain, and when a held object's actuator
+// reported (its quiet is what a handover waits for). Nothing is decided
+// on a timer: each decision is a policy evaluation, and the objects a
+// cluster runs change their status with every run, which changes no
+// released object's decision while the fence stays.
 func (kc *kcluster) holdLoop() {
 	w := kc.w
-	var resync time.Duration
 	for !w.stopped(tick) {
 		p := kc.leader()
 		if p == nil {
 			continue
 		}
 		now := w.r.since()
+		wall := time.Now().UnixNano()
 		changed := false
 		for d, name := range w.r.domains {
 			st, ok := p.engine.Fence(name)
@@ -633,17 +681,32 @@ func (kc *kcluster) holdLoop() {
 				kc.fences[d].set(now, st)
 			}
 			kc.mu.Unlock()
-			if !sameFence(kc.handled[d], st) {
+			if !sameFence(kc.handled[d], st) || kc.resumeDue[d] && wall >= st.ResumeAtNS {
 				kc.handled[d] = st
+				kc.resumeDue[d] = st.ResumeAtNS > wall
 				changed = true
 			}
 		}
-		if !changed && now < resync {
-			continue
+		kc.mu.Lock()
+		var due []*kobj
+		for _, o := range kc.objs {
+			label, _ := kc.namespaces[o.namespace].seen(now - kc.gateDelay)
+			if changed {
+				o.pending = true
+			}
+			if (o.pending || o.held && o.rv != o.decidedRV || label != o.decidedIn) && now >= o.retryAt {
+				due = append(due, o)
+			}
 		}
-		// A resync now and then: each decision is a policy evaluation.
-		resync = now + 2*time.Second
-		kc.decideAll(p)
+		kc.mu.Unlock()
+		for _, o := range due {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			kc.decide(p, o)
+		}
 	}
 }
 
@@ -652,27 +715,17 @@ func sameFence(a, b fencestate.State) bool {
 	return a.Status == b.Status && a.Token == b.Token && a.Holder == b.Holder && a.ResumeAtNS == b.ResumeAtNS
 }
 
-// decideAll re-decides every object with p's engine, one at a time.
-func (kc *kcluster) decideAll(p *pod) {
-	w := kc.w
-	for i := range kc.objs {
-		select {
-		case <-w.stop:
-			return
-		default:
-		}
-		kc.decide(p, kc.objs[i])
-	}
-}
-
 // decide applies the hold decision to o, as the hold controller does.
 func (kc *kcluster) decide(p *pod, o *kobj) {
 	w := kc.w
 	now := w.r.since()
+	// The namespace as the decision reads it is this old.
+	looked := now - kc.gateDelay
 	ctx := context.Background()
 	d, err := p.engine.DomainOf(ctx, o.namespace, "")
 	if err != nil {
 		w.holdErrors.Add(1)
+		kc.retry(o, now)
 		return
 	}
 	kc.mu.Lock()
@@ -686,6 +739,7 @@ func (kc *kcluster) decide(p *pod, o *kobj) {
 		if !errors.Is(err, engine.ErrNotReady) {
 			w.holdErrors.Add(1)
 		}
+		kc.retry(o, now)
 		return
 	}
 	st, _ := p.engine.Fence(d)
@@ -697,6 +751,7 @@ func (kc *kcluster) decide(p *pod, o *kobj) {
 	step, err := hold.Plan(obj, decision)
 	if err != nil {
 		w.holdErrors.Add(1)
+		kc.retry(o, now)
 		return
 	}
 	if step.Action != hold.Nothing && w.stopped(time.Duration(rand.Int64N(int64(maxPatch)))) {
@@ -708,6 +763,7 @@ func (kc *kcluster) decide(p *pod, o *kobj) {
 	if cur, _ := o.store.latest(); fmt.Sprint(at(cur, "metadata", "resourceVersion")) != fmt.Sprint(at(obj, "metadata", "resourceVersion")) {
 		// The object changed since it was read: the patch's test fails,
 		// and the next pass decides it again.
+		o.pending = true
 		return
 	}
 	if step.Action != hold.Nothing {
@@ -718,6 +774,8 @@ func (kc *kcluster) decide(p *pod, o *kobj) {
 			w.releases.Add(1)
 		}
 	}
+	// Decided: its own patch asks for no other decision.
+	o.pending, o.decidedRV, o.decidedIn, o.decidedAt = false, o.rv, d, looked
 	if !decision.Hold {
 		o.released, o.releasedIn, o.held, o.quietSince = st.Token, d, false, -1
 		return
@@ -729,6 +787,14 @@ func (kc *kcluster) decide(p *pod, o *kobj) {
 	case o.quietSince < 0:
 		o.quietSince = now
 	}
+}
+
+// retry decides o again a while after a decision failed, as the hold
+// controller's queue backs off.
+func (kc *kcluster) retry(o *kobj, now time.Duration) {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	o.pending, o.retryAt = true, now+20*tick
 }
 
 // handedOver says whether every object of domain d on the cluster is held
@@ -801,9 +867,16 @@ func (kc *kcluster) publish(p *pod, d int, s fencestate.State) {
 
 // withdraw is fenceagent.Options.BeforeRelease of pod p for domain d: the
 // hold its Lease publishes is withdrawn, or the release does not happen.
-func (kc *kcluster) withdraw(p *pod, d int) error {
+// handover says the release is a handover's (it followed the wait for the
+// objects to be held), not a shutdown's: the refusals of those are what
+// the Lease nemesis exists for.
+func (kc *kcluster) withdraw(p *pod, d int, handover bool) error {
 	if p.leaseFails.Load() {
-		kc.w.withdrawalsRefused.Add(1)
+		if handover {
+			kc.w.withdrawalsRefused.Add(1)
+		} else {
+			kc.w.shutdownWithdrawalsRefused.Add(1)
+		}
 		return errors.New("the membership Lease cannot be written: the hold it publishes stays until it ends")
 	}
 	kc.publish(p, d, fencestate.State{Status: fencestate.Fenced})
@@ -854,7 +927,7 @@ func (kc *kcluster) gatedWrite(ns string) {
 	now := w.r.since()
 	kc.mu.Lock()
 	label, _ := kc.namespaces[ns].seen(now - kc.gateDelay)
-	d := kc.domainAt(ns, now, label)
+	d := kc.domainAt(ns, now, label, now)
 	kc.mu.Unlock()
 	h, holding := kc.gateHold(label, now)
 	if !holding {
