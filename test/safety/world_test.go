@@ -369,11 +369,12 @@ type kcluster struct {
 	// gateDelay is how far behind the gate's caches are.
 	gateDelay time.Duration
 	// handled is, per domain, the fence state the hold controller last
-	// re-decided the domain's objects for; resumeDue whether that state's
-	// ResumeAtNS was still ahead (the objects are decided again once it
-	// passes).
-	handled   []fencestate.State
-	resumeDue []bool
+	// re-decided the domain's objects for; dueAt the wall time (ns) at
+	// which they are decided again, 0 for none: the state's ResumeAtNS or
+	// the end of its validity, whichever comes first, as the hold
+	// controller requeues.
+	handled []fencestate.State
+	dueAt   []int64
 }
 
 // world is a history's model of the clusters' Kubernetes side.
@@ -405,7 +406,7 @@ func newWorld(r *run) *world {
 	for c := range clusterNames {
 		kc := &kcluster{
 			w: w, index: c, namespaces: map[string]*versions[string]{}, published: map[string][]*versions[publication]{},
-			fences: make([]versions[fencestate.State], len(r.domains)), handled: make([]fencestate.State, len(r.domains)), resumeDue: make([]bool, len(r.domains)),
+			fences: make([]versions[fencestate.State], len(r.domains)), handled: make([]fencestate.State, len(r.domains)), dueAt: make([]int64, len(r.domains)),
 			gateDelay: time.Duration(rand.Int64N(int64(maxWatchDelay))),
 		}
 		for i, ns := range w.namespaces {
@@ -681,9 +682,14 @@ func (kc *kcluster) holdLoop() {
 				kc.fences[d].set(now, st)
 			}
 			kc.mu.Unlock()
-			if !sameFence(kc.handled[d], st) || kc.resumeDue[d] && wall >= st.ResumeAtNS {
+			if due := kc.dueAt[d]; !sameFence(kc.handled[d], st) || due != 0 && wall >= due {
 				kc.handled[d] = st
-				kc.resumeDue[d] = st.ResumeAtNS > wall
+				kc.dueAt[d] = 0
+				for _, at := range []int64{st.ResumeAtNS, st.ValidUntilNS} {
+					if at > wall && (kc.dueAt[d] == 0 || at < kc.dueAt[d]) {
+						kc.dueAt[d] = at
+					}
+				}
 				changed = true
 			}
 		}
