@@ -85,7 +85,7 @@ func TestKind(t *testing.T) {
 	aNorth := object("app", "a", "north") // relabelled to a domain not served
 	b := object("west-app", "b", "")      // west's by its namespace
 	broken := object("broken", "a", "")   // cannot be placed
-	name := func(o client.Object) types.NamespacedName { return client.ObjectKeyFromObject(o) }
+	name := client.ObjectKeyFromObject
 
 	type step func(w *world)
 	at := func(d string, s fencestate.State) step {
