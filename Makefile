@@ -168,14 +168,16 @@ test-go-modules: test-build test-gen-tools vet node-prerequisites
 # (no control plane, etcd, node or pinned tool: each such test skips under
 # -short, test/cluster.SkipShort) and reaches no network: the modules are
 # downloaded first, and the tests run with GOPROXY=off. It needs no tool
-# and no root; without -race, cold, it takes under 3 minutes on two cores.
-UNIT_TEST_FLAGS := -short -timeout 10m -ldflags=-w
+# and no root, and builds without -race. The randomized safety checker
+# plays UNIT_SAFETY_RUNS histories (make test 20, make safety 200).
+UNIT_TEST_FLAGS  := -short -timeout 10m -ldflags=-w
+UNIT_SAFETY_RUNS ?= 3
 
 .PHONY: test-unit
 test-unit: ## The fast tier: every test that needs no control plane, tool or network (go test -short).
 	go mod download
 	for m in $(TEST_MODULES); do go -C $$m mod download; done
-	GOPROXY=off go test $(UNIT_TEST_FLAGS) ./...
+	GOPROXY=off FENCEGATE_SAFETY_RUNS=$(UNIT_SAFETY_RUNS) go test $(UNIT_TEST_FLAGS) ./...
 	for m in $(TEST_MODULES); do GOPROXY=off go -C $$m test $(UNIT_TEST_FLAGS) ./...; done
 
 .PHONY: test-checks
