@@ -37,7 +37,7 @@ func (k *Keeper) AwaitHandover(ctx context.Context, fenced fencestate.State) err
 	ticker := o.Clock.NewTicker(handoverPoll)
 	defer ticker.Stop()
 	var heldSince time.Time
-	last := "the Fence is not read yet"
+	var last string
 	for {
 		var f fencegatev1alpha1.Fence
 		err := o.Client.Get(ctx, client.ObjectKey{Name: o.Domain}, &f)

@@ -187,7 +187,7 @@ func fenceStep(s fenceState, c FenceCall) []any {
 	return nil
 }
 
-// RuleNotLinearizable: the authority's answers, as the agents saw them,
+// RuleNotLinearizable is broken when the authority's answers, as the agents saw them,
 // are no linearizable history of fenceModel.
 const RuleNotLinearizable = "authority-not-linearizable"
 
