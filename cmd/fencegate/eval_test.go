@@ -211,7 +211,7 @@ func TestEvalHold(t *testing.T) {
 		"the holder releases what fencegate held": {
 			args:     []string{"--hold", "-f", f("held.yaml"), "--fence", f("active.json")},
 			wantCode: 0,
-			wantOut:  []string{"ACTS: rule cronjob", `the hold controller would release it: [{"op":"remove","path":"/metadata/annotations/fencegate.dev~1held"},{"op":"add","path":"/spec/suspend","value":false}]`},
+			wantOut:  []string{"ACTS: rule cronjob", `the hold controller would release it: [{"op":"add","path":"/spec/suspend","value":false},{"op":"remove","path":"/metadata/annotations/fencegate.dev~1held"}]`},
 		},
 		"an object of no held kind": {
 			args:     []string{"--hold", "-f", f("configmap.yaml"), "--fence", f("fenced.yaml")},
