@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fencegate/fencegate/domain"
 	"github.com/fencegate/fencegate/engine"
@@ -129,13 +126,7 @@ func TestTakeoverGraceKeepsHolds(t *testing.T) {
 func TestNamespaceRelabelRedecides(t *testing.T) {
 	cp := cluster.StartForTest(t, cluster.Options{Name: "hold-domains", NoCRDs: true})
 	ctx := context.Background()
-	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-		Logger:                 testr.NewWithInterface(t, testr.Options{}),
-		Scheme:                 cp.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := ctrl.NewManager(cp.Config, cluster.ManagerOptions(t, cp.Scheme))
 	if err != nil {
 		t.Fatal(err)
 	}

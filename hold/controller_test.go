@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,9 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fencegate/fencegate/engine/enginetest"
 	"github.com/fencegate/fencegate/fencestate"
@@ -88,13 +85,7 @@ func (h *harness) restConfig(qps float32) *rest.Config {
 
 func (h *harness) newManager(t testing.TB, qps float32) manager.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(h.restConfig(qps), ctrl.Options{
-		Logger:                 testr.NewWithInterface(t, testr.Options{}),
-		Scheme:                 h.cp.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := ctrl.NewManager(h.restConfig(qps), cluster.ManagerOptions(t, h.cp.Scheme))
 	if err != nil {
 		t.Fatal(err)
 	}
